@@ -1,0 +1,47 @@
+# capbench build and test entry points. `make test` is what CI runs.
+GO            ?= go
+PKG           := ./...
+BIN           := bin/capbench
+IMAGE         ?= capbench:dev
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TEST_TIMEOUT  ?= 20m
+BENCH         ?= .
+BENCHTIME     ?= 1s
+
+.PHONY: all build test test-short lint bench image demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/capbench
+
+# All tests, Ginkgo suites included (they run through go test).
+test:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKG)
+
+# Skips container, npm and slow specs.
+test-short:
+	$(GO) test -short -count=1 $(PKG)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKG)
+	$(GO) run $(STATICCHECK) $(PKG)
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(PKG)
+
+# A FROM-scratch image holding the static binary (the fake vLLM and the proxy).
+image:
+	mkdir -p build/image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o build/image/capbench ./cmd/capbench
+	cp deploy/Dockerfile build/image/Dockerfile
+	docker build -t $(IMAGE) build/image
+
+# The main job on the embedded default: in-process fake vLLM + capture proxy.
+demo:
+	$(GO) run ./cmd/capbench run
+
+clean:
+	rm -rf bin build capbench-out

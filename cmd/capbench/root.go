@@ -1,0 +1,20 @@
+package main
+
+import "github.com/spf13/cobra"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "capbench",
+		Short:         "Test harness and benchmarks for training-token capture",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newFakeVLLMCmd(),
+		newProxyCmd(),
+		newVerdictCmd(),
+		newExplainCmd(),
+		newRunCmd(),
+	)
+	return root
+}
