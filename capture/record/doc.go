@@ -5,4 +5,16 @@
 //
 // It is the wire layer: it imports only the standard library, so the capture
 // store, the proxy and the consumer can share it.
+//
+// Encoding follows orjson 3.8 with sorted keys (contract §2.2), so a line
+// written here is byte-equal to the line Gym writes for the same record, and
+// a line read from a Gym file re-encodes to the bytes it was read from: when a
+// decoded line lacks a declared field (an older writer, e.g. a schema-5 line
+// without response_id) that field stays absent while it holds its default.
+// Entries built in code always carry every declared field.
+//
+// Reading is lenient where Python's reader is (integral floats and numeric
+// strings pass as integers) and uses a dedicated scanner for the token
+// arrays, which dominate a record's size; reflection-based decoding of those
+// arrays costs several times more.
 package record

@@ -54,4 +54,11 @@ type Entry struct {
 
 	// Extra holds keys this schema does not declare, preserved on rewrite.
 	Extra map[string]json.RawMessage `json:"-"`
+
+	// absent marks declared fields the decoded line did not carry (an older
+	// writer, e.g. a schema-5 line without response_id). While such a field
+	// still holds its default it is left out on re-encoding, so a parsed
+	// line re-encodes to the bytes it was read from. Entries built in code
+	// have no marks and always write every declared field.
+	absent fieldSet
 }

@@ -7,6 +7,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/capbench/capbench/capture/record"
 )
@@ -18,7 +20,41 @@ var (
 	ErrConflict         = errors.New("call id reused with a different payload")
 	ErrInvalidRolloutID = errors.New("invalid rollout id")
 	ErrCorrupt          = errors.New("corrupt capture file")
+	// ErrInvalidCallID reports a model call id that cannot be written to the
+	// line-oriented intents and incomplete files (it contains a line break).
+	ErrInvalidCallID = errors.New("invalid model call id")
 )
+
+// ValidateRolloutID applies the file store's rule (contract §2.1): non-empty,
+// and every character an ASCII letter, ASCII digit, '.', '_' or '-'. It is
+// exactly Python's rule, so a leading '.' or '-' is accepted and Gym-written
+// directories stay readable; what matters is that no id can name a path
+// outside the store directory.
+func ValidateRolloutID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidRolloutID)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: %q (byte %d is not an ASCII letter, digit, '.', '_' or '-')",
+				ErrInvalidRolloutID, id, i)
+		}
+	}
+	return nil
+}
+
+// validateCallID rejects call ids that would split a line of the intents or
+// incomplete file. Python does not check this; a Go writer must not corrupt
+// the files a Python reader parses line by line.
+func validateCallID(id string) error {
+	if strings.ContainsAny(id, "\r\n") {
+		return fmt.Errorf("%w: %q contains a line break", ErrInvalidCallID, id)
+	}
+	return nil
+}
 
 // Snapshot is the frozen content of one rollout.
 type Snapshot struct {

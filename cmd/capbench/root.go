@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 		newVerdictCmd(),
 		newExplainCmd(),
 		newRunCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

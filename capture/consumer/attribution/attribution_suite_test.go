@@ -1,0 +1,13 @@
+package attribution_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+func TestAttribution(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Attribution Suite")
+}

@@ -1,0 +1,183 @@
+package consumer_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/consumer"
+	"github.com/capbench/capbench/capture/store"
+)
+
+func jsonLines(b []byte) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var m map[string]any
+		Expect(json.Unmarshal(sc.Bytes(), &m)).To(Succeed())
+		out = append(out, m)
+	}
+	return out
+}
+
+var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
+	It("writes what Gym's collector wrote and retires only unmasked, written builds", func() {
+		root := fixturesDir()
+		if root == "" {
+			Skip("shared/fixtures not found next to the repository")
+		}
+		base := filepath.Join(root, "gym-rollouts")
+		tmp := GinkgoT().TempDir()
+		Expect(copyDir(filepath.Join(base, "capture"), filepath.Join(tmp, "capture"))).To(Succeed())
+
+		// Only rows the collector finalizes; _fixture is not part of a record.
+		raw, err := os.ReadFile(filepath.Join(base, "inputs.jsonl"))
+		Expect(err).NotTo(HaveOccurred())
+		var in bytes.Buffer
+		var finalizedTasks []any
+		for _, row := range jsonLines(raw) {
+			fx := row["_fixture"].(map[string]any)
+			delete(row, "_fixture")
+			if fx["finalize"] != true {
+				continue
+			}
+			finalizedTasks = append(finalizedTasks, row["_ng_task_index"])
+			b, _ := json.Marshal(row)
+			in.Write(append(b, '\n'))
+		}
+		Expect(finalizedTasks).NotTo(BeEmpty())
+
+		fs, err := store.NewFileStore(filepath.Join(tmp, "capture"))
+		Expect(err).NotTo(HaveOccurred())
+		outPath := filepath.Join(tmp, "out.jsonl")
+		w, err := consumer.CreateWriter(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		sum, err := consumer.FinalizeRollouts(context.Background(), &in, w, fs, consumer.DefaultOptions(), &consumer.KillSwitch{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(w.Close()).To(Succeed())
+		Expect(sum.Records).To(Equal(len(finalizedTasks)))
+
+		wantRaw, err := os.ReadFile(filepath.Join(base, "rollouts.jsonl"))
+		Expect(err).NotTo(HaveOccurred())
+		want := map[string]map[string]any{}
+		for _, row := range jsonLines(wantRaw) {
+			delete(row, "_fixture")
+			want[string(mustJSON(row["_ng_task_index"]))] = row
+		}
+		gotRaw, err := os.ReadFile(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		got := jsonLines(gotRaw)
+		Expect(got).To(HaveLen(len(finalizedTasks)))
+		masked := 0
+		for _, row := range got {
+			key := string(mustJSON(row["_ng_task_index"]))
+			Expect(diff("row "+key, generic(row), generic(want[key]))).To(BeEmpty())
+			id, _, _ := consumer.RolloutID(row)
+			jsonl := filepath.Join(tmp, "capture", id+".tokens.jsonl")
+			if row["mask_sample"] == true {
+				masked++
+				Expect(jsonl).To(BeAnExistingFile(), "masked evidence stays")
+			} else {
+				Expect(jsonl).NotTo(BeAnExistingFile(), "consumed and written: retired")
+			}
+		}
+		Expect(sum.Masked).To(Equal(masked))
+		Expect(sum.Retired).To(Equal(len(got) - masked))
+	})
+
+	It("stops with a clear error on a line that is not a JSON object, keeping what was written", func() {
+		src := store.NewMemoryStore()
+		putAll(context.Background(), src, chainABC()...)
+		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
+		w, err := consumer.CreateWriter(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		in := strings.NewReader("{\"_ng_rollout_id\":\"r-1\"}\n{oops\n")
+		sum, err := consumer.FinalizeRollouts(context.Background(), in, w, src, consumer.DefaultOptions(), nil)
+		Expect(err).To(MatchError(ContainSubstring("rollouts line 2")))
+		Expect(w.Close()).To(Succeed())
+		Expect(sum.Records).To(Equal(1))
+		b, _ := os.ReadFile(outPath)
+		Expect(jsonLines(b)).To(HaveLen(1))
+	})
+
+	It("aborts when the kill switch trips, after writing the tripping record", func() {
+		src := store.NewMemoryStore()
+		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
+		w, err := consumer.CreateWriter(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		in := strings.NewReader("{\"_ng_rollout_id\":\"x-1\"}\n{\"_ng_rollout_id\":\"x-2\"}\n{\"_ng_rollout_id\":\"x-3\"}\n")
+		max := 0.5
+		sum, err := consumer.FinalizeRollouts(context.Background(), in, w, src, consumer.DefaultOptions(),
+			&consumer.KillSwitch{MaxMaskFraction: &max, MinSamples: 2})
+		Expect(err).To(MatchError(consumer.ErrMaskFractionExceeded))
+		Expect(err.Error()).To(ContainSubstring("capture contains no token records=2"))
+		Expect(sum.Records).To(Equal(2))
+		Expect(w.Close()).To(Succeed())
+	})
+})
+
+var _ = Describe("verdicts of a whole directory and explanations", func() {
+	ctx := context.Background()
+
+	It("prints one JSON line per rollout in rollout-id order without retiring", func() {
+		dir := GinkgoT().TempDir()
+		fs, err := store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+		for _, id := range []string{"r-2", "r-1"} {
+			for _, c := range chainABC() {
+				e := entry(c)
+				e.RolloutID = id
+				Expect(fs.Put(ctx, e)).To(Succeed())
+			}
+		}
+		var out bytes.Buffer
+		Expect(consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), &out)).To(Succeed())
+		lines := jsonLines(out.Bytes())
+		Expect(lines).To(HaveLen(2))
+		Expect(lines[0]["rollout_id"]).To(Equal("r-1"))
+		Expect(lines[1]["rollout_id"]).To(Equal("r-2"))
+		Expect(lines[0]).To(HaveKeyWithValue("mask_sample", false))
+		Expect(lines[0]).To(HaveKeyWithValue("error", BeNil()))
+		Expect(lines[0]["output"]).To(HaveLen(3))
+		Expect(lines[0]["metrics"]).To(HaveKeyWithValue("chains", 1.0))
+		Expect(filepath.Join(dir, "r-1.tokens.jsonl")).To(BeAnExistingFile())
+	})
+
+	DescribeTable("explains the verdict in plain words",
+		func(s scenario, contains []string) {
+			r := runScenario(s)
+			var out bytes.Buffer
+			Expect(consumer.Explain(&out, r)).To(Succeed())
+			for _, c := range contains {
+				Expect(out.String()).To(ContainSubstring(c))
+			}
+		},
+		Entry("delivered", scenario{snap: snapshotOf(false, chainABC()...), in: consumer.Input{Response: responseNamed("c")}},
+			[]string{"main      a -> b -> c", "response_id", "Not masked: the verified response was attributed to call c"}),
+		Entry("unresolved final retry", scenario{snap: snapshotOf(false,
+			call{id: "a", prompt: pA, gen: gA, res: R, created: 1},
+			call{id: "b1", prompt: pB, gen: gB2, res: V, parent: "a", created: 2},
+			call{id: "b2", prompt: pB, gen: gB, res: V, parent: "a", created: 3},
+		)}, []string{"unresolved retries: b1, b2", "no_response_object: no verified response was given", "Masked: no witness named the terminal call, and a call was retried"}),
+		Entry("broken chain", scenario{snap: snapshotOf(false,
+			call{id: "a", prompt: pA, gen: gA, res: R, created: 1},
+			call{id: "b", prompt: seq(1, 9), gen: gB, res: U, created: 2},
+		), in: consumer.Input{ExplicitCallID: "b"}}, []string{"parent link failures: parent_unresolved=1", "crosses an unproven parent link"}),
+		Entry("incomplete", scenario{snap: snapshotOf(true, chainABC()...), in: consumer.Input{Response: responseNamed("c")}},
+			[]string{"(incomplete)", "Masked: the snapshot is incomplete"}),
+		Entry("failed build", scenario{snap: snapshotOf(false)}, []string{"Masked: no trainable response could be built (capture contains no token records)"}),
+		Entry("disagreement", scenario{snap: snapshotOf(false, chainABC()...), in: consumer.Input{Response: responseNamed("c"), ExplicitCallID: "a"}},
+			[]string{"witness_disagreement[explicit=a;response_id=c]: witnesses named calls with different tokens", "exactly one clean chain"}),
+	)
+})

@@ -1,0 +1,179 @@
+package consumer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ErrWriterClosed is returned by Append after Close.
+var ErrWriterClosed = errors.New("rollouts writer is closed")
+
+// Writer appends finished rollout records to a JSONL file durably: every
+// Append writes one whole line and fsyncs the file before it returns, so a
+// caller may retire the record's snapshot afterwards. A failed append is cut
+// back off the file, so nothing half-written stays behind.
+type Writer struct {
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// CreateWriter creates (or truncates) path and fsyncs its directory so the
+// file itself survives a crash.
+func CreateWriter(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("rollouts writer: create: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("rollouts writer: fsync %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &Writer{f: f}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("rollouts writer: open dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("rollouts writer: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// EncodeRollout renders one record as a JSONL line (without the newline):
+// compact, no HTML escaping, keys in Go's sorted order, and floats as
+// Python's json.dumps writes them (1.0, -3.2e-05), so a record written here
+// reads like one Gym wrote.
+func EncodeRollout(rec Rollout) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(pythonFloats(rec)); err != nil {
+		return nil, fmt.Errorf("rollouts writer: encode: %w", err)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// Append writes rec as one line and fsyncs the file.
+func (w *Writer) Append(rec Rollout) error {
+	line, err := EncodeRollout(rec)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return ErrWriterClosed
+	}
+	n, err := w.f.Write(line)
+	if err == nil && n != len(line) {
+		err = fmt.Errorf("short write: %d of %d bytes", n, len(line))
+	}
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		// Cut the partial line so the file stays a valid JSONL.
+		if terr := w.f.Truncate(w.size); terr == nil {
+			_, _ = w.f.Seek(w.size, 0)
+		}
+		return fmt.Errorf("rollouts writer: append: %w", err)
+	}
+	w.size += int64(n)
+	return nil
+}
+
+// Close fsyncs and closes the file; closing twice is a no-op.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Sync()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("rollouts writer: close: %w", err)
+	}
+	return nil
+}
+
+// pyFloat and pyFloats encode floats in Python's repr form.
+type (
+	pyFloat  float64
+	pyFloats []float64
+)
+
+func (f pyFloat) MarshalJSON() ([]byte, error) {
+	return appendPyFloat(nil, float64(f))
+}
+
+func (fs pyFloats) MarshalJSON() ([]byte, error) {
+	out := make([]byte, 0, 2+len(fs)*20)
+	out = append(out, '[')
+	for i, f := range fs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = appendPyFloat(out, f); err != nil {
+			return nil, err
+		}
+	}
+	return append(out, ']'), nil
+}
+
+func appendPyFloat(dst []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("rollouts writer: unsupported float %v", f)
+	}
+	return append(dst, PyFloat(f)...), nil
+}
+
+// pythonFloats returns v with every float64 (and []float64) wrapped so it
+// encodes as Python does; maps and slices are copied, never modified.
+func pythonFloats(v any) any {
+	switch t := v.(type) {
+	case float64:
+		return pyFloat(t)
+	case []float64:
+		return pyFloats(t)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = pythonFloats(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = pythonFloats(x)
+		}
+		return out
+	case []map[string]any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = pythonFloats(x)
+		}
+		return out
+	}
+	return v
+}

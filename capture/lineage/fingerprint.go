@@ -1,0 +1,483 @@
+package lineage
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/capbench/capbench/capture/record"
+)
+
+// FingerprintVersion is the fingerprint algorithm this package implements and
+// stamps on records.
+const FingerprintVersion = 3
+
+// ErrUnfingerprintable reports items whose shape the fingerprint cannot
+// hash (a non-object item, an untyped content block, a non-list content, an
+// argument value without a canonical form).
+var ErrUnfingerprintable = errors.New("items cannot be fingerprinted")
+
+const (
+	fingerprintDomain = "nemo-gym-lineage"
+	contextDomain     = "nemo-gym-lineage-context"
+)
+
+// Field tags of the assistant fingerprint (§5.2).
+const (
+	fpKind byte = iota
+	fpPayload
+	fpCallID
+	fpCallName
+	fpCallArgs
+)
+
+// Field tags of the conversation digest (§5.3).
+const (
+	cdRole byte = iota
+	cdKind
+	cdPayload
+	cdCallID
+	cdCallName
+	cdCallArgs
+	cdResultID
+	cdResultOutput
+)
+
+type contentPart struct{ kind, payload string }
+
+type toolCall struct{ id, name, args string }
+
+type toolResult struct{ id, output string }
+
+// writeField writes tag, the UTF-8 length as uint64 big-endian, then s.
+func writeField(h hash.Hash, tag byte, s string) {
+	var hdr [9]byte
+	hdr[0] = tag
+	binary.BigEndian.PutUint64(hdr[1:], uint64(len(s)))
+	h.Write(hdr[:])
+	h.Write([]byte(s))
+}
+
+// AssistantFingerprint is the §5.2 (version 3) fingerprint of the
+// model-authored items, or "" when there are none.
+func AssistantFingerprint(items []any) (string, error) {
+	h := sha256.New()
+	h.Write([]byte(fingerprintDomain))
+	authored := false
+	for i, raw := range items {
+		item, ok := raw.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
+		}
+		if !isModelAuthored(item) {
+			continue
+		}
+		authored = true
+		parts, err := contentParts(item["content"])
+		if err != nil {
+			return "", fmt.Errorf("item %d: %w", i, err)
+		}
+		for _, p := range parts {
+			writeField(h, fpKind, p.kind)
+			writeField(h, fpPayload, p.payload)
+		}
+		calls, err := toolCalls(item)
+		if err != nil {
+			return "", fmt.Errorf("item %d: %w", i, err)
+		}
+		for _, c := range calls {
+			writeField(h, fpCallID, c.id)
+			writeField(h, fpCallName, c.name)
+			writeField(h, fpCallArgs, c.args)
+		}
+	}
+	if !authored {
+		return "", nil
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ConversationDigest is the §5.3 (version 3) digest of a request context.
+// Instruction items (system/developer) count by role only.
+func ConversationDigest(items []any) (string, error) {
+	h := sha256.New()
+	h.Write([]byte(contextDomain))
+	for i, raw := range items {
+		item, ok := raw.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
+		}
+		role := roleOrType(item)
+		writeField(h, cdRole, role)
+		if r, _ := item["role"].(string); r == "system" || r == "developer" {
+			continue
+		}
+		parts, err := contentParts(item["content"])
+		if err != nil {
+			return "", fmt.Errorf("item %d: %w", i, err)
+		}
+		for _, p := range parts {
+			writeField(h, cdKind, p.kind)
+			writeField(h, cdPayload, p.payload)
+		}
+		calls, err := toolCalls(item)
+		if err != nil {
+			return "", fmt.Errorf("item %d: %w", i, err)
+		}
+		for _, c := range calls {
+			writeField(h, cdCallID, c.id)
+			writeField(h, cdCallName, c.name)
+			writeField(h, cdCallArgs, c.args)
+		}
+		results, err := toolResults(item)
+		if err != nil {
+			return "", fmt.Errorf("item %d: %w", i, err)
+		}
+		for _, r := range results {
+			writeField(h, cdResultID, r.id)
+			writeField(h, cdResultOutput, r.output)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func isModelAuthored(item map[string]any) bool {
+	role, _ := item["role"].(string)
+	typ, _ := item["type"].(string)
+	return role == "assistant" || typ == "function_call"
+}
+
+// roleOrType is the item's role, else its type, else "" (Python truthiness).
+func roleOrType(item map[string]any) string {
+	if r := item["role"]; truthy(r) {
+		return pyStr(r)
+	}
+	if t := item["type"]; truthy(t) {
+		return pyStr(t)
+	}
+	return ""
+}
+
+// contentParts lists (kind, payload) pairs of an item's content (§5.2).
+func contentParts(content any) ([]contentPart, error) {
+	switch c := content.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if c == "" {
+			return nil, nil
+		}
+		return []contentPart{{"text", c}}, nil
+	case []any:
+		var parts []contentPart
+		for j, el := range c {
+			switch b := el.(type) {
+			case string:
+				if b != "" {
+					parts = append(parts, contentPart{"text", b})
+				}
+			case map[string]any:
+				// Python reads the type as str(type or ""): a falsy type is "".
+				blockType := ""
+				if t := b["type"]; truthy(t) {
+					blockType = pyStr(t)
+				}
+				if blockType == "tool_use" || blockType == "tool_result" {
+					continue
+				}
+				if text, ok := b["text"].(string); ok && (blockType == "" || blockType == "text" ||
+					blockType == "input_text" || blockType == "output_text") {
+					if text != "" {
+						parts = append(parts, contentPart{"text", text})
+					}
+					continue
+				}
+				if blockType == "" {
+					return nil, fmt.Errorf("%w: content block %d has no type", ErrUnfingerprintable, j)
+				}
+				payload, err := record.Canonical(b)
+				if err != nil {
+					return nil, fmt.Errorf("%w: content block %d: %w", ErrUnfingerprintable, j, err)
+				}
+				parts = append(parts, contentPart{blockType, string(payload)})
+			default:
+				return nil, fmt.Errorf("%w: content element %d is %s", ErrUnfingerprintable, j, jsonKind(el))
+			}
+		}
+		return parts, nil
+	default:
+		return nil, fmt.Errorf("%w: content is %s", ErrUnfingerprintable, jsonKind(content))
+	}
+}
+
+// toolCalls lists an item's tool calls in the §5.2 order.
+func toolCalls(item map[string]any) ([]toolCall, error) {
+	var calls []toolCall
+	if t, _ := item["type"].(string); t == "function_call" {
+		args, err := canonicalArguments(item["arguments"])
+		if err != nil {
+			return nil, err
+		}
+		name := nameOf(item)
+		if ns := item["namespace"]; truthy(ns) {
+			name = pyStr(ns) + "__" + name
+		}
+		calls = append(calls, toolCall{id: firstTruthy(item, "call_id", "id"), name: name, args: args})
+	}
+	if blocks, ok := item["content"].([]any); ok {
+		for _, el := range blocks {
+			b, ok := el.(map[string]any)
+			if !ok || b["type"] != "tool_use" {
+				continue
+			}
+			args, err := canonicalArguments(b["input"])
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, toolCall{id: firstTruthy(b, "id"), name: nameOf(b), args: args})
+		}
+	}
+	switch tcs := item["tool_calls"].(type) {
+	case []any:
+		for j, el := range tcs {
+			var tc map[string]any
+			switch x := el.(type) {
+			case nil:
+				// Python reads a null entry as an empty call.
+			case map[string]any:
+				tc = x
+			default:
+				return nil, fmt.Errorf("%w: tool_calls[%d] is %s", ErrUnfingerprintable, j, jsonKind(el))
+			}
+			fn, _ := tc["function"].(map[string]any)
+			if f := tc["function"]; truthy(f) && fn == nil {
+				return nil, fmt.Errorf("%w: tool_calls[%d].function is %s", ErrUnfingerprintable, j, jsonKind(f))
+			}
+			args, err := canonicalArguments(fn["arguments"])
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, toolCall{id: firstTruthy(tc, "id"), name: nameOf(fn), args: args})
+		}
+	default:
+		if truthy(tcs) {
+			return nil, fmt.Errorf("%w: tool_calls is %s, not an array", ErrUnfingerprintable, jsonKind(tcs))
+		}
+	}
+	return calls, nil
+}
+
+// toolResults lists an item's tool results (§5.3).
+func toolResults(item map[string]any) ([]toolResult, error) {
+	var results []toolResult
+	typ, _ := item["type"].(string)
+	role, _ := item["role"].(string)
+	switch {
+	case typ == "function_call_output":
+		out, err := stringOrCanonical(item["output"])
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, toolResult{id: firstTruthy(item, "call_id", "id"), output: out})
+	case role == "tool":
+		out, err := stringOrCanonical(item["content"])
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, toolResult{id: firstTruthy(item, "tool_call_id"), output: out})
+	}
+	if blocks, ok := item["content"].([]any); ok {
+		for _, el := range blocks {
+			b, ok := el.(map[string]any)
+			if !ok || b["type"] != "tool_result" {
+				continue
+			}
+			out, err := stringOrCanonical(b["content"])
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, toolResult{id: firstTruthy(b, "tool_use_id", "id"), output: out})
+		}
+	}
+	return results, nil
+}
+
+func stringOrCanonical(v any) (string, error) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	b, err := record.Canonical(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnfingerprintable, err)
+	}
+	return string(b), nil
+}
+
+// nameOf reads "name" with Python's quirk: a present null is "None", an
+// absent key is "".
+func nameOf(m map[string]any) string {
+	v, ok := m["name"]
+	if !ok {
+		return ""
+	}
+	return pyStr(v)
+}
+
+// firstTruthy returns the first truthy value among keys as a string, else "".
+func firstTruthy(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if v := m[k]; truthy(v) {
+			return pyStr(v)
+		}
+	}
+	return ""
+}
+
+// canonicalArguments normalises tool-call arguments (§5.2): null → "", a
+// string that parses as JSON → its canonical form, another string → trimmed,
+// anything else → canonical JSON.
+func canonicalArguments(v any) (string, error) {
+	switch a := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		parsed, err := parsePythonJSON(a)
+		if err != nil {
+			return strings.TrimFunc(a, pyIsSpace), nil
+		}
+		b, err := record.Canonical(parsed)
+		if err != nil {
+			return "", fmt.Errorf("%w: arguments: %w", ErrUnfingerprintable, err)
+		}
+		return string(b), nil
+	default:
+		b, err := record.Canonical(a)
+		if err != nil {
+			return "", fmt.Errorf("%w: arguments: %w", ErrUnfingerprintable, err)
+		}
+		return string(b), nil
+	}
+}
+
+// pyIsSpace matches Python's str.isspace for one character; it adds the
+// information separators U+001C..U+001F to Go's notion of white space.
+func pyIsSpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
+}
+
+// truthy follows Python truthiness for decoded JSON values.
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case json.Number:
+		f, err := x.Float64()
+		return err != nil || f != 0
+	case float64:
+		return x != 0
+	case int:
+		return x != 0
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	default:
+		return true
+	}
+}
+
+// pyStr renders a decoded JSON scalar as Python's str() would.
+func pyStr(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return x
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			return s
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return s
+		}
+		return pyFloatRepr(f)
+	case float64:
+		return pyFloatRepr(x)
+	case int:
+		return strconv.Itoa(x)
+	default:
+		// Containers have no stable Python repr to mirror; use JSON text.
+		b, err := record.Canonical(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number, float64, int:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
+}
+
+// pyFloatRepr formats f as Python's repr(float): shortest round-trip digits,
+// exponent form (e-05, e+16) when the decimal exponent is < -4 or >= 16.
+func pyFloatRepr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expStr, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expStr)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign = "-"
+			exp = -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}

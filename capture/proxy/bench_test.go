@@ -1,0 +1,224 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/fakes/vllm"
+)
+
+// benchClient is a pooled client large enough for the highest concurrency.
+func benchClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 512
+	return &http.Client{Transport: t}
+}
+
+// runLoad sends b.N small non-streaming chat calls with c workers and
+// returns the sorted latencies.
+func runLoad(b *testing.B, client *http.Client, urlFor func(worker int) string, body []byte, c int) []time.Duration {
+	b.Helper()
+	lat := make([]time.Duration, b.N)
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, c)
+	b.ResetTimer()
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := urlFor(w)
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= b.N {
+					return
+				}
+				start := time.Now()
+				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				lat[i] = time.Since(start)
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+func quantile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[int(q*float64(len(sorted)-1))].Microseconds())
+}
+
+// storeMeanMicros reads the proxy's mean store latency for one operation.
+func storeMeanMicros(b *testing.B, reg *prometheus.Registry, op string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "capbench_proxy_store_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op && m.GetHistogram().GetSampleCount() > 0 {
+					h := m.GetHistogram()
+					return h.GetSampleSum() / float64(h.GetSampleCount()) * 1e6
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// BenchmarkProxyOverhead measures the latency the proxy adds to a small
+// non-streaming chat call, proxy vs direct against the same fake vLLM in the
+// same run. The memory-store variant excludes fsync; the file-store variant
+// reports the store's begin_call and put (fsync included) separately.
+func BenchmarkProxyOverhead(b *testing.B) {
+	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fake.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer fake.Close()
+	body := []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
+	client := benchClient()
+	concurrency := []int{1, 16, 64}
+
+	direct := map[int]float64{}
+	b.Run("direct", func(b *testing.B) {
+		for _, c := range concurrency {
+			b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+				lat := runLoad(b, client, func(int) string { return fake.URL() + "/v1/chat/completions" }, body, c)
+				direct[c] = quantile(lat, 0.5)
+				b.ReportMetric(direct[c], "p50-µs")
+				b.ReportMetric(quantile(lat, 0.99), "p99-µs")
+			})
+		}
+	})
+
+	variants := []struct {
+		name  string
+		store func(b *testing.B) proxy.Store
+	}{
+		{"proxy", func(*testing.B) proxy.Store { return store.NewMemoryStore() }},
+		{"proxy-filestore", func(b *testing.B) proxy.Store {
+			fs, err := store.NewFileStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return fs
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			for _, c := range concurrency {
+				b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+					reg := prometheus.NewRegistry()
+					st := v.store(b)
+					defer st.Close()
+					p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: st, RequestTokenIDs: true, Registry: reg})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := p.Start(ctx); err != nil {
+						b.Fatal(err)
+					}
+					defer p.Close()
+					lat := runLoad(b, client, func(w int) string {
+						return fmt.Sprintf("%s/ng-rollout/bench-%d-%d/training-token-capture/v1/chat/completions", p.URL(), c, w)
+					}, body, c)
+					p50 := quantile(lat, 0.5)
+					b.ReportMetric(p50, "p50-µs")
+					b.ReportMetric(quantile(lat, 0.99), "p99-µs")
+					if d, ok := direct[c]; ok {
+						b.ReportMetric(p50-d, "added-p50-µs")
+					}
+					storeMicros := storeMeanMicros(b, reg, "begin_call") + storeMeanMicros(b, reg, "put")
+					b.ReportMetric(storeMicros, "store-mean-µs")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkProxyLargeCall measures the added latency for one training-sized
+// call (a prompt of several thousand tokens, 1k generated tokens), memory
+// store, concurrency 1. Its direct baseline asks the engine for the same
+// token information the proxy asks for, so the difference is the proxy's own
+// work (decoding, recording, re-encoding) plus one loopback hop.
+func BenchmarkProxyLargeCall(b *testing.B) {
+	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 1000, StdDev: 0.01, Min: 1000}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fake.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer fake.Close()
+	long := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog "), 800)
+	body := []byte(fmt.Sprintf(`{"model":"policy","max_tokens":1000,"messages":[{"role":"user","content":%q}]}`, long))
+	directBody := []byte(fmt.Sprintf(`{"model":"policy","max_tokens":1000,"logprobs":true,"top_logprobs":0,`+
+		`"return_tokens_as_token_ids":true,"return_token_ids":true,"messages":[{"role":"user","content":%q}]}`, long))
+	client := benchClient()
+	var direct float64
+	b.Run("direct", func(b *testing.B) {
+		lat := runLoad(b, client, func(int) string { return fake.URL() + "/v1/chat/completions" }, directBody, 1)
+		direct = quantile(lat, 0.5)
+		b.ReportMetric(direct, "p50-µs")
+	})
+	b.Run("proxy", func(b *testing.B) {
+		p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), RequestTokenIDs: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		lat := runLoad(b, client, func(int) string {
+			return p.URL() + "/ng-rollout/large/training-token-capture/v1/chat/completions"
+		}, body, 1)
+		p50 := quantile(lat, 0.5)
+		b.ReportMetric(p50, "p50-µs")
+		b.ReportMetric(p50-direct, "added-p50-µs")
+	})
+}

@@ -1,0 +1,389 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/capbench/capbench/capture/lineage"
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+)
+
+// callCtx is the per-request capture context (contract §3.2 step 6).
+type callCtx struct {
+	rt      route
+	api     string
+	callID  string
+	capture bool // training capture with a store
+	hdr     http.Header
+	log     *slog.Logger
+
+	items    []any // request items for lineage (§3.8)
+	itemsErr bool  // the items could not be read; decision is lookup_error
+	decision lineage.Decision
+	rl       *rolloutLineage
+}
+
+// rolloutLineage is one rollout's parent index, fed by this proxy's own
+// commits and refreshed from the store when other writers added entries.
+// It keeps only the index nodes and the indexed call ids, never token
+// arrays: a parent's cumulative tokens are materialised from the entries
+// read for that one decision.
+type rolloutLineage struct {
+	mu      sync.Mutex
+	index   *lineage.Index
+	indexed map[string]struct{}
+}
+
+func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
+	if v, ok := p.rollouts.Load(rolloutID); ok {
+		return v.(*rolloutLineage)
+	}
+	v, _ := p.rollouts.LoadOrStore(rolloutID, &rolloutLineage{index: lineage.NewIndex(), indexed: map[string]struct{}{}})
+	return v.(*rolloutLineage)
+}
+
+// forget drops a rollout's index once the store refuses it (frozen or
+// retired): no later call of that rollout can be captured.
+func (p *Proxy) forget(rolloutID string, err error) {
+	if errors.Is(err, store.ErrFrozen) || errors.Is(err, store.ErrRetired) {
+		p.rollouts.Delete(rolloutID)
+	}
+}
+
+// add indexes a committed entry once. Caller holds rl.mu.
+func (rl *rolloutLineage) add(e *record.Entry) error {
+	if _, ok := rl.indexed[e.ModelCallID]; ok {
+		return nil
+	}
+	rl.indexed[e.ModelCallID] = struct{}{}
+	return rl.index.Add(e)
+}
+
+// cumulativeFrom returns a function giving a committed call's full prompt +
+// generation from entries, walking delta records back to their full-prompt
+// anchor.
+func cumulativeFrom(entries []*record.Entry) func(callID string) ([]int, error) {
+	byID := make(map[string]*record.Entry, len(entries))
+	for _, e := range entries {
+		if _, dup := byID[e.ModelCallID]; !dup {
+			byID[e.ModelCallID] = e
+		}
+	}
+	return func(callID string) ([]int, error) {
+		var chain []*record.Entry
+		seen := map[string]bool{}
+		for id := callID; ; {
+			e, ok := byID[id]
+			if !ok {
+				return nil, fmt.Errorf("call %s is not in the rollout's entries", id)
+			}
+			if seen[id] {
+				return nil, fmt.Errorf("delta chain loops at call %s", id)
+			}
+			seen[id] = true
+			chain = append(chain, e)
+			if !e.PromptIsDelta {
+				break
+			}
+			if e.ParentCallID == nil {
+				return nil, fmt.Errorf("delta record %s has no parent", id)
+			}
+			id = *e.ParentCallID
+		}
+		var out []int
+		for _, e := range slices.Backward(chain) {
+			out = append(out, e.PromptTokenIDs...)
+			out = append(out, e.GenerationTokenIDs...)
+		}
+		return out, nil
+	}
+}
+
+// mayContinue reports whether request items can hold a model-authored turn;
+// when none can, the decision is ROOT and the store need not be re-read.
+func mayContinue(items []any) bool {
+	for _, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return true
+		}
+		if m["role"] == "assistant" {
+			return true
+		}
+		if t, _ := m["type"].(string); t == "function_call" {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveParent makes the request-time parent decision (§3.8); it never fails.
+func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
+	rl := p.lineageFor(cc.rt.RolloutID)
+	cc.rl = rl
+	if cc.itemsErr {
+		return // the decision is already UNRESOLVED lookup_error
+	}
+	var entries []*record.Entry
+	if mayContinue(cc.items) {
+		start := time.Now()
+		var err error
+		entries, err = p.opts.Store.ReadEntries(ctx, cc.rt.RolloutID)
+		p.metrics.storeLatency.WithLabelValues("read").Observe(time.Since(start).Seconds())
+		if err != nil {
+			cc.decision = lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}
+			cc.log.Warn("reading the rollout for parent resolution failed", "err", err)
+			return
+		}
+	}
+	rl.mu.Lock()
+	// Other processes may write the same rollout: index what they added.
+	if len(entries) != len(rl.indexed) {
+		for _, e := range entries {
+			if err := rl.add(e); err != nil {
+				cc.log.Warn("indexing a stored entry failed", "entry_call_id", e.ModelCallID, "err", err)
+			}
+		}
+	}
+	cc.decision = rl.index.Resolve(cc.items, cumulativeFrom(entries))
+	rl.mu.Unlock()
+	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
+}
+
+// beginError is a failed begin_call: the model call fails before generation.
+type beginError struct{ err error }
+
+func (e *beginError) Error() string { return "registering the call intent failed: " + e.err.Error() }
+func (e *beginError) Unwrap() error { return e.err }
+
+func (e *beginError) status() int {
+	switch {
+	case errors.Is(e.err, store.ErrInvalidRolloutID):
+		return http.StatusBadRequest
+	case errors.Is(e.err, store.ErrFrozen), errors.Is(e.err, store.ErrRetired):
+		return http.StatusConflict
+	default:
+		return http.StatusServiceUnavailable
+	}
+}
+
+// begin resolves the parent and registers the call intent (§3.3 steps 1–3).
+func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
+	if !cc.capture {
+		return nil
+	}
+	p.resolveParent(ctx, cc)
+	start := time.Now()
+	err := p.opts.Store.BeginCall(ctx, cc.rt.RolloutID, cc.callID)
+	p.metrics.storeLatency.WithLabelValues("begin_call").Observe(time.Since(start).Seconds())
+	if err != nil {
+		p.forget(cc.rt.RolloutID, err)
+		cc.log.Error("begin_call failed; the model call fails", "err", err)
+		return &beginError{err}
+	}
+	return nil
+}
+
+// markIncomplete marks the rollout incomplete; its own errors are logged and
+// swallowed (§3.5 step 8).
+func (p *Proxy) markIncomplete(ctx context.Context, cc *callCtx, reason string, cause error) {
+	p.metrics.incomplete.WithLabelValues(reason).Inc()
+	cc.log.Warn("rollout marked incomplete", "reason", reason, "err", cause)
+	start := time.Now()
+	// The client may have gone; the mark must still land.
+	err := p.opts.Store.MarkIncomplete(context.WithoutCancel(ctx), cc.rt.RolloutID, cc.callID)
+	p.metrics.storeLatency.WithLabelValues("mark_incomplete").Observe(time.Since(start).Seconds())
+	if err != nil {
+		cc.log.Error("mark_incomplete failed", "err", err)
+	}
+}
+
+// prepareUpstream adds the token-information fields (§3.4) on the capture
+// path and applies the sampling pin on every engine-bound request.
+func (p *Proxy) prepareUpstream(cc *callCtx, out map[string]any, completions bool) {
+	if cc.capture {
+		if completions {
+			if n, err := asInt(out["logprobs"]); err != nil || n < 1 {
+				out["logprobs"] = 1
+			}
+		} else {
+			out["logprobs"] = true
+			out["top_logprobs"] = 0
+		}
+		out["return_tokens_as_token_ids"] = true
+		if p.opts.RequestTokenIDs {
+			out["return_token_ids"] = true
+		}
+	} else if v, ok := out["top_logprobs"]; ok && v == nil {
+		delete(out, "top_logprobs")
+	}
+	p.applyOverrides(out, completions)
+	p.overrideModel(out)
+}
+
+// applyOverrides pins sampling settings; max_tokens (and its chat alias
+// max_completion_tokens) is a cap.
+func (p *Proxy) applyOverrides(out map[string]any, completions bool) {
+	for k, v := range p.opts.SamplingOverrides {
+		if k == "max_tokens" || k == "max_completion_tokens" {
+			limit, err := asInt(v)
+			if err != nil {
+				continue
+			}
+			keys := []string{"max_tokens"}
+			if !completions {
+				keys = append(keys, "max_completion_tokens")
+			}
+			capped := false
+			for _, key := range keys {
+				if cur, ok := out[key]; ok && cur != nil {
+					if n, err := asInt(cur); err == nil && n <= limit {
+						capped = true
+						continue
+					}
+					out[key] = limit
+					capped = true
+				}
+			}
+			if !capped {
+				out["max_tokens"] = limit
+			}
+			continue
+		}
+		out[k] = v
+	}
+}
+
+// exchange sends a chat (or completions) request upstream non-streaming and,
+// on the capture path, reads the token information back. A failed exchange
+// marks the rollout incomplete; tokErr reports a reply without usable ids.
+func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[string]any) (resp map[string]any, tok *tokenInfo, tokErr, err error) {
+	completions := path == pathCompletions
+	p.prepareUpstream(cc, out, completions)
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
+	}
+	resp, err = p.postJSON(ctx, path, cc.hdr, body)
+	if err != nil {
+		if cc.capture {
+			p.markIncomplete(ctx, cc, "upstream_error", err)
+		}
+		cc.log.Warn("upstream call failed", "err", err)
+		return nil, nil, nil, err
+	}
+	if !cc.capture {
+		return resp, nil, nil, nil
+	}
+	if completions {
+		tok, tokErr = readCompletionTokens(ctx, resp, out, p.tokenize)
+	} else {
+		tok, tokErr = readChatTokens(ctx, resp, out, p.tokenize)
+	}
+	return resp, tok, tokErr, nil
+}
+
+// tokenize asks the engine's /tokenize for prompt ids.
+func (p *Proxy) tokenize(ctx context.Context, body map[string]any) ([]int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.postJSON(ctx, "/tokenize", nil, b)
+	if err != nil {
+		return nil, err
+	}
+	return asIntSlice(resp["tokens"])
+}
+
+// commit extracts, stamps, validates and puts the record of one captured
+// call (§3.5). It never fails the model call: every failure marks the
+// rollout incomplete.
+func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any, tokErr error) {
+	if !cc.capture {
+		return
+	}
+	if tokErr != nil {
+		reason := "token_error"
+		if errors.Is(tokErr, errNoTokenIDs) {
+			reason = "no_token_ids"
+		}
+		p.markIncomplete(ctx, cc, reason, tokErr)
+		return
+	}
+	e, err := p.buildEntry(cc, payload)
+	if errors.Is(err, errNoTokenIDs) {
+		p.markIncomplete(ctx, cc, "no_token_ids", err)
+		return
+	}
+	if err != nil {
+		p.markIncomplete(ctx, cc, "capture_error", err)
+		return
+	}
+	start := time.Now()
+	err = p.opts.Store.Put(context.WithoutCancel(ctx), e)
+	p.metrics.storeLatency.WithLabelValues("put").Observe(time.Since(start).Seconds())
+	p.forget(cc.rt.RolloutID, err)
+	if errors.Is(err, store.ErrFrozen) {
+		// Newest line (§3.5 step 10): the rollout was frozen meanwhile; the
+		// record is dropped without marking.
+		cc.log.Warn("rollout frozen before the record was written; record dropped", "err", err)
+		return
+	}
+	if err != nil {
+		p.markIncomplete(ctx, cc, "put_error", err)
+		return
+	}
+	p.metrics.captured.Inc()
+	cc.rl.mu.Lock()
+	if err := cc.rl.add(e); err != nil {
+		cc.log.Warn("indexing the committed entry failed", "err", err)
+	}
+	cc.rl.mu.Unlock()
+	cc.log.Info("call captured", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID,
+		"prompt_tokens", len(e.PromptTokenIDs), "generation_tokens", len(e.GenerationTokenIDs))
+}
+
+// buildEntry turns the served payload into a stamped, validated record.
+func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, error) {
+	ex, err := record.Extract(payload)
+	if err != nil {
+		return nil, fmt.Errorf("extracting token fields: %w", err)
+	}
+	if !ex.Found {
+		return nil, errNoTokenIDs
+	}
+	model, _ := payload["model"].(string)
+	e := &record.Entry{
+		SchemaVersion:      record.SchemaVersion,
+		RolloutID:          cc.rt.RolloutID,
+		ModelCallID:        cc.callID,
+		Model:              model,
+		PromptTokenIDs:     ex.PromptTokenIDs,
+		GenerationTokenIDs: ex.GenerationTokenIDs,
+		GenerationLogProbs: ex.GenerationLogProbs,
+		RoutedExperts:      ex.RoutedExperts,
+		OutputItems:        ex.OutputItems,
+		TokenItemIndex:     ex.TokenItemIndex,
+		ResponseID:         ex.ResponseID,
+		CreatedAt:          float64(time.Now().UnixNano()) / 1e9,
+	}
+	if err := lineage.Stamp(e, cc.items, cc.decision); err != nil {
+		return nil, fmt.Errorf("stamping lineage: %w", err)
+	}
+	if p.opts.DeltaRecords {
+		lineage.ApplyDelta(e, cc.decision)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("validating the record: %w", err)
+	}
+	return e, nil
+}

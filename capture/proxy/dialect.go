@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/capbench/capbench/capture/lineage"
+	"github.com/capbench/capbench/capture/record"
+)
+
+// apiName is the metrics label of an API path.
+func apiName(path string) string {
+	switch path {
+	case pathChat:
+		return "chat"
+	case pathCompletions:
+		return "completions"
+	case pathResponses:
+		return "responses"
+	case pathMessages:
+		return "messages"
+	default:
+		return "other"
+	}
+}
+
+// readBody reads a bounded request body, answering 413 when it is too large.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, errw errorWriter) ([]byte, bool) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		errw(w, http.StatusRequestEntityTooLarge, "request_too_large",
+			fmt.Sprintf("request body exceeds the proxy's limit of %d bytes", p.opts.MaxBodyBytes))
+		return nil, false
+	}
+	if err != nil {
+		errw(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return raw, true
+}
+
+// serveDialect handles the four generating routes.
+func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
+	api := apiName(rt.APIPath)
+	errw := errorWriter(writeOpenAIError)
+	if rt.APIPath == pathMessages {
+		errw = writeAnthropicError
+	}
+	mode := modePlain
+	switch {
+	case rt.Training && p.opts.Store != nil:
+		mode = modeTraining
+	case rt.RolloutID != "":
+		mode = modeSummary
+	}
+	p.metrics.calls.WithLabelValues(api, mode).Inc()
+	cc := &callCtx{rt: rt, api: api, capture: mode == modeTraining, hdr: r.Header}
+	if rt.RolloutID != "" {
+		cc.callID = newCallID()
+	}
+	cc.log = p.log.With("api", api, "mode", mode, "rollout_id", rt.RolloutID, "model_call_id", cc.callID)
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		cc.log.Info("call done", "status", sw.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+	}()
+
+	raw, ok := p.readBody(sw, r, errw)
+	if !ok {
+		return
+	}
+	// Chat and completions outside training capture are relayed as they
+	// are (streaming included); only the sampling pin is applied.
+	if !cc.capture && (rt.APIPath == pathChat || rt.APIPath == pathCompletions) {
+		if len(p.opts.SamplingOverrides) > 0 || p.opts.Model != "" {
+			body, err := decodeObject(raw)
+			if err != nil {
+				errw(sw, http.StatusBadRequest, "invalid_request_error", "request body is not a JSON object: "+err.Error())
+				return
+			}
+			p.applyOverrides(body, rt.APIPath == pathCompletions)
+			p.overrideModel(body)
+			if raw, err = json.Marshal(body); err != nil {
+				errw(sw, http.StatusInternalServerError, "api_error", err.Error())
+				return
+			}
+		}
+		p.forward(sw, r, rt.APIPath, bytes.NewReader(raw))
+		return
+	}
+	body, err := decodeObject(raw)
+	if err != nil {
+		errw(sw, http.StatusBadRequest, "invalid_request_error", "request body is not a JSON object: "+err.Error())
+		return
+	}
+	switch rt.APIPath {
+	case pathChat:
+		p.handleChat(sw, r, cc, body)
+	case pathCompletions:
+		p.handleCompletions(sw, r, cc, body)
+	case pathResponses:
+		p.handleResponses(sw, r, cc, body)
+	case pathMessages:
+		p.handleMessages(sw, r, cc, body)
+	}
+}
+
+// statusWriter remembers the status for the call log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// requestItems computes the lineage request items; a body lineage cannot
+// read leaves no items and an UNRESOLVED lookup_error decision.
+func (p *Proxy) requestItems(cc *callCtx, d lineage.Dialect, body map[string]any) {
+	if !cc.capture {
+		return
+	}
+	items, err := lineage.RequestItems(d, body)
+	if err != nil {
+		cc.log.Warn("request items could not be read for lineage", "err", err)
+		cc.items = nil
+		cc.itemsErr = true
+		cc.decision = lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}
+		return
+	}
+	cc.items = items
+}
+
+// checkN rejects n > 1 on the capture path (§3.4).
+func checkN(body map[string]any) error {
+	v, ok := body["n"]
+	if !ok || v == nil {
+		return nil
+	}
+	n, err := asInt(v)
+	if err != nil || n != 1 {
+		return fmt.Errorf("n must be absent or 1 when capturing training tokens, got %v", v)
+	}
+	return nil
+}
+
+// streamRequested reads the client's stream flag.
+func streamRequested(body map[string]any) bool {
+	b, _ := body["stream"].(bool)
+	return b
+}
+
+// cloneMap copies the top level of a request before it is rewritten.
+func cloneMap(m map[string]any) map[string]any { return maps.Clone(m) }
+
+// sseHeaders prepares an SSE reply.
+func sseHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+}
+
+// isString reports a non-empty string value.
+func nonEmptyString(v any) (string, bool) {
+	s, ok := v.(string)
+	return s, ok && s != ""
+}
+
+// textOf flattens a content value (string or list of text parts) to text.
+func textOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		var b strings.Builder
+		for _, part := range x {
+			switch pt := part.(type) {
+			case string:
+				b.WriteString(pt)
+			case map[string]any:
+				if s, ok := pt["text"].(string); ok {
+					b.WriteString(s)
+				}
+			}
+		}
+		return b.String()
+	default:
+		return ""
+	}
+}

@@ -1,0 +1,54 @@
+// Package proxy is the training-token capture proxy that sits between an agent
+// harness and a vLLM server.
+//
+// It routes three URL shapes (capture contract §3.1):
+//
+//	/ng-rollout/<id>/training-token-capture/<api path>  training capture
+//	/ng-rollout/<id>/<api path>                         call summary only (a log line and metrics, no tokens)
+//	/<api path>                                         forwarded, not captured
+//
+// and four dialects: Chat Completions, Completions, Responses and Anthropic
+// Messages. Every dialect is sent upstream as a non-streaming Chat Completions
+// (or Completions) request; the proxy asks vLLM for token ids and log-probs,
+// records them into a store, strips them from the reply and answers the client
+// in its own dialect, as JSON or as a synthetic SSE stream built from the
+// complete upstream reply.
+//
+// Choices where the contract leaves room (each is also noted where it is made):
+//
+//   - Token fields are stripped from every reply on the capture path, streaming
+//     or not (contract Q4: the Python server strips them only for Anthropic and
+//     chat streaming). The record already holds them.
+//   - Non-generating routes under the training prefix (HEAD probes, GET
+//     /v1/models, POST /v1/messages/count_tokens, /health) are answered and never
+//     mark the rollout incomplete; an unknown path answers 404 and marks nothing
+//     (the newest behaviour of contract Q5).
+//   - The Messages reply reuses the captured Responses id (resp_<32 hex>) as its
+//     message id (contract Q11, L3 behaviour).
+//   - An upstream error (non-2xx, unreachable, cut or unreadable reply) reaches
+//     the client with the upstream status (502 when there is none) and, for
+//     the OpenAI dialects, the upstream body as is; the Messages route wraps
+//     the upstream message in Anthropic's error envelope so that Claude Code
+//     retries as it does against Anthropic. The rollout is marked incomplete
+//     explicitly, on top of the dangling intent that §3.7 relies on.
+//   - Retries: a resent identical body is a new call (new model_call_id) that
+//     resolves to the same parent as the first attempt, i.e. a retry sibling
+//     for the builder. A retry marks nothing; after a 5xx the rollout is
+//     incomplete only because of the failed attempt (its intent has no
+//     record). After a stream the client cut, the first attempt was already
+//     recorded (capture completes before the reply is written), so the
+//     resend is a sibling; for a first call that means two roots, which the
+//     consumer masks unless attributed (contract §10 row 5d).
+//   - Lineage request items of a Messages call omit thinking blocks from
+//     assistant turns: the recorded output's reasoning item is never
+//     model-authored, so the echoed thinking block must not count either
+//     (otherwise every Claude Code turn after thinking is UNRESOLVED no_match).
+//   - /v1/completions records one output item {"type":"message",
+//     "role":"assistant","content":<text>} and is always a ROOT (a raw prompt
+//     has no model-authored turns).
+//   - The summary-only shape (/ng-rollout/<id>/v1/...) writes nothing to the
+//     store: the call is forwarded, counted in the metrics and logged with its
+//     rollout id, minted call id, status and duration.
+//   - Per rollout the proxy keeps only lineage index nodes (no token arrays),
+//     dropped once the store answers frozen or retired for that rollout.
+package proxy

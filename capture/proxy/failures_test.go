@@ -1,0 +1,203 @@
+package proxy_test
+
+import (
+	"context"
+	"net"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+)
+
+var _ = Describe("failure rules and bad input", func() {
+	var (
+		up *stubVLLM
+		st *store.MemoryStore
+		p  *proxy.Proxy
+	)
+	const chatPath = "/ng-rollout/f1/training-token-capture/v1/chat/completions"
+	chatBody := mustJSON(map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+
+	BeforeEach(func() {
+		up = newStubVLLM()
+		DeferCleanup(up.Close)
+		st = store.NewMemoryStore()
+		p = startProxy(context.Background(), up.URL(), st, func(o *proxy.Options) { o.MaxBodyBytes = 64 << 10 })
+	})
+
+	nothingWritten := func(ctx context.Context) {
+		ids, err := st.Rollouts(ctx)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		ExpectWithOffset(1, ids).To(BeEmpty())
+	}
+
+	Describe("harness probes and non-generating routes", func() {
+		DescribeTable("are answered and never mark the rollout",
+			func(ctx SpecContext, method, path string, wantStatus int, reachesUpstream bool) {
+				r := do(ctx, method, p.URL()+path, nil, map[string]string{"User-Agent": "Bun/1.4.4"})
+				Expect(r.Status).To(Equal(wantStatus), string(r.Body))
+				Expect(up.generations()).To(BeEmpty())
+				if !reachesUpstream {
+					Expect(up.requests()).To(BeEmpty())
+				}
+				nothingWritten(ctx)
+			},
+			Entry("HEAD on the base URL (2.1.197)", "HEAD", "/ng-rollout/f1/training-token-capture", 200, false),
+			Entry("HEAD /api/hello (2.1.328)", "HEAD", "/ng-rollout/f1/training-token-capture/api/hello", 200, false),
+			Entry("GET /v1/models", "GET", "/ng-rollout/f1/training-token-capture/v1/models", 200, true),
+			Entry("GET /health", "GET", "/ng-rollout/f1/training-token-capture/health", 200, true),
+			Entry("unknown path under the training prefix", "POST", "/ng-rollout/f1/training-token-capture/v1/embeddings", 404, false),
+			Entry("wrong method on a model route", "GET", "/ng-rollout/f1/training-token-capture/v1/chat/completions", 405, false),
+		)
+	})
+
+	DescribeTable("route grammar",
+		func(ctx SpecContext, path string, wantStatus int, wantCaptured bool) {
+			r := do(ctx, "POST", p.URL()+path, chatBody, nil)
+			Expect(r.Status).To(Equal(wantStatus), string(r.Body))
+			if wantCaptured {
+				Expect(entries(ctx, st, "f1")).To(HaveLen(1))
+				Expect(up.generations()[0].Body).To(HaveKey("logprobs"))
+			} else {
+				nothingWritten(ctx)
+			}
+		},
+		Entry("training prefix", chatPath, 200, true),
+		Entry("training prefix with a doubled slash", "/ng-rollout/f1/training-token-capture//v1/chat/completions", 200, true),
+		Entry("rollout prefix without the training segment", "/ng-rollout/f1/v1/chat/completions", 200, false),
+		Entry("training segment with nothing after it", "/ng-rollout/f1/training-token-capture", 404, false),
+		Entry("empty rollout id is not a prefix", "/ng-rollout//v1/chat/completions", 404, false),
+		Entry("unprefixed", "/v1/chat/completions", 200, false),
+	)
+
+	DescribeTable("bad input gets a clear error and writes nothing",
+		func(ctx SpecContext, path string, body []byte, wantStatus int, wantMsg string) {
+			r := do(ctx, "POST", p.URL()+path, body, nil)
+			Expect(r.Status).To(Equal(wantStatus))
+			Expect(string(r.Body)).To(ContainSubstring(wantMsg))
+			Expect(up.generations()).To(BeEmpty())
+			nothingWritten(ctx)
+		},
+		Entry("invalid rollout id", "/ng-rollout/bad%20id/training-token-capture/v1/chat/completions", chatBody, 400, "invalid rollout id"),
+		Entry("malformed JSON", chatPath, []byte(`{"messages": [`), 400, "not a JSON object"),
+		Entry("JSON that is not an object", chatPath, []byte(`[1,2]`), 400, "not a JSON object"),
+		Entry("messages missing", chatPath, []byte(`{"model":"m"}`), 400, "messages must be a list"),
+		Entry("body over the limit", chatPath, []byte(`{"messages":"`+strings.Repeat("x", 70<<10)+`"}`), 413, "exceeds the proxy's limit"),
+		Entry("n > 1 on the capture path", chatPath, []byte(`{"messages":[{"role":"user","content":"q"}],"n":2}`), 400, "n must be absent or 1"),
+		Entry("Messages body that cannot be translated", "/ng-rollout/f1/training-token-capture/v1/messages",
+			[]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"robot","content":"x"}]}`), 400, "invalid_request_error"),
+	)
+
+	Context("when an API key is configured", func() {
+		BeforeEach(func() {
+			p = startProxy(context.Background(), up.URL(), st, func(o *proxy.Options) { o.APIKey = "sekrit" })
+		})
+		DescribeTable("checks the key",
+			func(ctx SpecContext, path string, hdr map[string]string, wantStatus int, wantBody string) {
+				body := chatBody
+				if strings.Contains(path, "messages") {
+					body = mustJSON(map[string]any{"model": "m", "max_tokens": 5, "messages": []any{map[string]any{"role": "user", "content": "q"}}})
+				}
+				r := do(ctx, "POST", p.URL()+path, body, hdr)
+				Expect(r.Status).To(Equal(wantStatus))
+				Expect(string(r.Body)).To(ContainSubstring(wantBody))
+			},
+			Entry("no key", chatPath, nil, 401, "API key"),
+			Entry("wrong bearer", chatPath, map[string]string{"Authorization": "Bearer nope"}, 401, "API key"),
+			Entry("wrong x-api-key on Messages", "/ng-rollout/f1/training-token-capture/v1/messages", map[string]string{"x-api-key": "nope"}, 401, "authentication_error"),
+			Entry("right bearer", chatPath, map[string]string{"Authorization": "Bearer sekrit"}, 200, "hello there"),
+			Entry("right x-api-key", "/ng-rollout/f1/training-token-capture/v1/messages", map[string]string{"x-api-key": "sekrit"}, 200, "hello there"),
+		)
+	})
+
+	It("passes an upstream error through and marks the rollout incomplete", func(ctx SpecContext) {
+		errBody := `{"error":{"message":"boom","type":"InternalServerError","param":null,"code":500}}`
+		up.script(stubReply{Status: 500, ErrBody: errBody})
+		r := do(ctx, "POST", p.URL()+chatPath, chatBody, nil)
+		Expect(r.Status).To(Equal(500))
+		Expect(string(r.Body)).To(Equal(errBody))
+		Expect(entries(ctx, st, "f1")).To(BeEmpty())
+		Expect(incomplete(ctx, st, "f1")).To(BeTrue())
+	})
+
+	It("answers 502 when upstream cannot be reached and marks the rollout incomplete", func(ctx SpecContext) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		dead := "http://" + ln.Addr().String()
+		Expect(ln.Close()).To(Succeed())
+		p2 := startProxy(ctx, dead, st, nil)
+		r := do(ctx, "POST", p2.URL()+chatPath, chatBody, nil)
+		Expect(r.Status).To(Equal(502))
+		Expect(string(r.Body)).To(ContainSubstring("upstream request failed"))
+		Expect(incomplete(ctx, st, "f1")).To(BeTrue())
+	})
+
+	It("serves a reply without token ids but marks the rollout incomplete", func(ctx SpecContext) {
+		up.script(stubReply{Content: "fine", NoLogprob: true})
+		r := do(ctx, "POST", p.URL()+chatPath, chatBody, nil)
+		Expect(r.Status).To(Equal(200))
+		Expect(string(r.Body)).To(ContainSubstring("fine"))
+		Expect(entries(ctx, st, "f1")).To(BeEmpty())
+		Expect(incomplete(ctx, st, "f1")).To(BeTrue())
+	})
+
+	It("fails the call before generation when begin_call fails", func(ctx SpecContext) {
+		_, err := st.Freeze(ctx, "f1")
+		Expect(err).NotTo(HaveOccurred())
+		r := do(ctx, "POST", p.URL()+chatPath, chatBody, nil)
+		Expect(r.Status).To(Equal(409))
+		Expect(string(r.Body)).To(ContainSubstring("registering the call intent failed"))
+		Expect(up.generations()).To(BeEmpty())
+		Expect(incomplete(ctx, st, "f1")).To(BeFalse())
+	})
+
+	It("records an unreadable conversation as UNRESOLVED lookup_error without failing the call", func(ctx SpecContext) {
+		r := do(ctx, "POST", p.URL()+chatPath, []byte(`{"messages":[{"role":"user","content":"q"},"not an object"]}`), nil)
+		Expect(r.Status).To(Equal(200))
+		es := entries(ctx, st, "f1")
+		Expect(es).To(HaveLen(1))
+		Expect(*es[0].ParentResolution).To(Equal(record.ResolutionUnresolved))
+		Expect(es[0].ParentResolutionReason).To(Equal("lookup_error"))
+	})
+
+	Describe("retries (Claude Code resends the identical body)", func() {
+		It("after a 529, the retry is captured as a new call; only the failed attempt makes the rollout incomplete", func(ctx SpecContext) {
+			up.script(stubReply{Status: 529, ErrBody: `{"error":{"message":"Overloaded","type":"overloaded","code":529}}`}, stubReply{Content: "hi!"})
+			body := readFixture("claude-code/v2.1.328/say-hi/call-01.request.json")
+			url := p.URL() + "/ng-rollout/f1/training-token-capture/v1/messages?beta=true"
+			r1 := do(ctx, "POST", url, body, nil)
+			Expect(r1.Status).To(Equal(529))
+			Expect(r1.JSON()["error"]).To(HaveKeyWithValue("type", "overloaded_error"))
+			r2 := do(ctx, "POST", url, body, nil)
+			Expect(r2.Status).To(Equal(200))
+			snap, err := st.Freeze(ctx, "f1")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(snap.Entries).To(HaveLen(1))
+			Expect(*snap.Entries[0].ParentResolution).To(Equal(record.ResolutionRoot))
+			// The failed attempt left an intent without a record (§3.7).
+			Expect(snap.Incomplete).To(BeTrue())
+		})
+
+		It("after a cut stream, the resent continuation resolves to the same parent (retry siblings)", func(ctx SpecContext) {
+			url := p.URL() + "/ng-rollout/f1/training-token-capture/v1/chat/completions"
+			first := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "q"}}}
+			r1 := do(ctx, "POST", url, mustJSON(first), nil)
+			asst := r1.JSON()["choices"].([]any)[0].(map[string]any)["message"]
+			second := mustJSON(map[string]any{"messages": []any{first["messages"].([]any)[0], asst, map[string]any{"role": "user", "content": "more"}}})
+			Expect(do(ctx, "POST", url, second, nil).Status).To(Equal(200))
+			Expect(do(ctx, "POST", url, second, nil).Status).To(Equal(200))
+			es := entries(ctx, st, "f1")
+			Expect(es).To(HaveLen(3))
+			Expect(es[1].ModelCallID).NotTo(Equal(es[2].ModelCallID))
+			for _, e := range es[1:] {
+				Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved))
+				Expect(*e.ParentCallID).To(Equal(es[0].ModelCallID))
+			}
+			Expect(incomplete(ctx, st, "f1")).To(BeFalse())
+		})
+	})
+})

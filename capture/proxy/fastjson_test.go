@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzDecodeChatReply checks the structural fast path against encoding/json:
+// whatever the fast path accepts must decode to the same JSON with the slow
+// path, and input encoding/json rejects must not come out as valid JSON.
+func FuzzDecodeChatReply(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"chatcmpl-1","choices":[{"index":0,"message":{"role":"assistant","content":"hi \"x\""},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"bytes":[1,2],"top_logprobs":[]},{"token":"token_id:6","logprob":-1e-3}]},"token_ids":[5,6]}],"prompt_token_ids":[1,2,3],"usage":{"prompt_tokens":3}}`,
+		`{"choices":[{"logprobs":null,"token_ids":null}],"prompt_token_ids":null}`,
+		`{"choices":[{"logprobs":{"content":null}}]}`,
+		`{"choices":[],"prompt_token_ids":[1,"2",3.5]}`,
+		`{"a\u0041":{"nested":[{},[],""]}}`,
+		`{"choices":[{"logprobs":{"content":[{"token":"token_id:\u0031","logprob":true}]}}]}`,
+		` { "x" : 1 } `, `{}`, `[]`, `{"x":1}x`, `{"x":}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fast, ferr := decodeChatReplyFast(raw)
+		slow, serr := decodeChatReplySlow(raw)
+		if ferr != nil {
+			return // the caller falls back to the slow path
+		}
+		fb, merr := json.Marshal(fast)
+		if serr != nil {
+			if merr == nil && json.Valid(raw) {
+				t.Fatalf("fast path accepted input the slow path rejects (%v): %q", serr, raw)
+			}
+			return
+		}
+		if merr != nil {
+			t.Fatalf("fast result does not encode (%v) but the slow path accepted %q", merr, raw)
+		}
+		sb, err := json.Marshal(slow)
+		if err != nil {
+			t.Fatalf("slow result does not encode: %v", err)
+		}
+		if !bytes.Equal(fb, sb) {
+			t.Fatalf("fast and slow differ for %q:\nfast %s\nslow %s", raw, fb, sb)
+		}
+	})
+}

@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bufio"
+	"net/http"
+
+	"github.com/capbench/capbench/capture/lineage"
+	"github.com/capbench/capbench/capture/proxy/anthropic"
+)
+
+// handleMessages serves the Anthropic Messages API through chat: the capture
+// payload is a Responses object (§1.5) whose id is reused as the message id.
+func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
+	out, err := anthropic.ToChat(body)
+	if err != nil {
+		writeAnthropicError(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	stream := streamRequested(body)
+	p.requestItems(cc, lineage.DialectMessages, withoutThinking(body))
+	ctx := r.Context()
+	if err := p.begin(ctx, cc); err != nil {
+		writeExchangeError(w, err, writeAnthropicError, false)
+		return
+	}
+	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
+	if err != nil {
+		writeExchangeError(w, err, writeAnthropicError, false)
+		return
+	}
+	id := newResponseID()
+	if cc.capture {
+		payload, err := responsesFromChat(resp, id, tok)
+		if err != nil {
+			p.markIncomplete(ctx, cc, "capture_error", err)
+		} else {
+			p.commit(ctx, cc, payload, tokErr)
+		}
+	}
+	msg, err := anthropic.FromChat(resp, id, anthropic.StopSequences(body))
+	if err != nil {
+		writeAnthropicError(w, http.StatusBadGateway, "", "upstream reply cannot be converted: "+err.Error())
+		return
+	}
+	if !stream {
+		writeJSON(w, http.StatusOK, msg)
+		return
+	}
+	sseHeaders(w)
+	bw := bufio.NewWriterSize(w, 16*1024)
+	if err := anthropic.WriteSSE(bw, msg); err != nil {
+		cc.log.Warn("writing the event stream failed", "err", err)
+		return
+	}
+	_ = bw.Flush()
+}
+
+// serveCountTokens answers /v1/messages/count_tokens with the upstream
+// tokenizer's count of the translated prompt. It is a declared
+// non-generating route: nothing is recorded or marked.
+func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
+	raw, ok := p.readBody(w, r, writeAnthropicError)
+	if !ok {
+		return
+	}
+	body, err := decodeObject(raw)
+	if err != nil {
+		writeAnthropicError(w, http.StatusBadRequest, "", "request body is not a JSON object: "+err.Error())
+		return
+	}
+	if _, ok := body["messages"]; !ok {
+		body["messages"] = []any{}
+	}
+	chat, err := anthropic.ToChat(body)
+	if err != nil {
+		writeAnthropicError(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	p.overrideModel(chat)
+	sub := map[string]any{"messages": chat["messages"]}
+	for _, k := range []string{"model", "tools", "chat_template_kwargs"} {
+		if v, ok := chat[k]; ok {
+			sub[k] = v
+		}
+	}
+	ids, err := p.tokenize(r.Context(), sub)
+	if err != nil {
+		writeExchangeError(w, err, writeAnthropicError, false)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": len(ids)})
+}
+
+// overrideModel replaces the client's model name when Options.Model is set
+// (Claude Code asks for claude-* names the engine does not serve).
+func (p *Proxy) overrideModel(out map[string]any) {
+	if p.opts.Model != "" {
+		out["model"] = p.opts.Model
+	}
+}
+
+// withoutThinking returns body with thinking and redacted_thinking blocks
+// removed from assistant turns, for lineage only.
+//
+// Why: the captured output of a Messages call is a Responses payload whose
+// reasoning item is never model-authored (§5.2), so its continuation
+// fingerprint has no reasoning in it. Claude Code echoes the reasoning back
+// as a thinking block, which §5.2 would hash as a content part, and the
+// follow-up would never resolve (no_match). Dropping the blocks makes the
+// echoed turn hash like the recorded output, in line with §3.8's
+// "reasoning-only differences are ignored". Python hashes the blocks; this is
+// a deliberate deviation for Messages requests that carry thinking.
+func withoutThinking(body map[string]any) map[string]any {
+	msgs, ok := body["messages"].([]any)
+	if !ok {
+		return body
+	}
+	var out []any
+	for i, m := range msgs {
+		msg, ok := m.(map[string]any)
+		if !ok || msg["role"] != "assistant" {
+			continue
+		}
+		blocks, ok := msg["content"].([]any)
+		if !ok {
+			continue
+		}
+		kept := make([]any, 0, len(blocks))
+		for _, b := range blocks {
+			if blk, ok := b.(map[string]any); ok && (blk["type"] == "thinking" || blk["type"] == "redacted_thinking") {
+				continue
+			}
+			kept = append(kept, b)
+		}
+		if len(kept) == len(blocks) {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), msgs...)
+		}
+		copied := cloneMap(msg)
+		copied["content"] = kept
+		out[i] = copied
+	}
+	if out == nil {
+		return body
+	}
+	nb := cloneMap(body)
+	nb["messages"] = out
+	return nb
+}

@@ -1,0 +1,313 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/capbench/capbench/capture/store"
+)
+
+// Store is what the capture path needs from a store: the sink it writes to
+// and the reader parent resolution refreshes from.
+type Store interface {
+	store.Sink
+	store.Reader
+}
+
+// DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 32 << 20
+
+// Options configure a Proxy. Only Upstream is required.
+type Options struct {
+	// Upstream is the vLLM base URL, without /v1.
+	Upstream string
+	// Store receives the token records; nil disables capture (plain forwarding).
+	Store Store
+	// Host and Port to listen on; defaults 127.0.0.1 and an ephemeral port.
+	Host string
+	Port int
+	// APIKey, when set, must be sent by clients as "Authorization: Bearer" or
+	// "x-api-key".
+	APIKey string
+	// Model, when set, replaces the model name of every engine-bound request
+	// (harnesses such as Claude Code ask for names the engine does not serve).
+	Model string
+	// UpstreamAPIKey replaces the client's credentials on upstream requests.
+	UpstreamAPIKey string
+	// MaxBodyBytes bounds request bodies (default 32 MiB).
+	MaxBodyBytes int64
+	// SamplingOverrides are set on every engine-bound request (temperature,
+	// top_p, top_k, ...), as a trainer pins its sampling. The key
+	// "max_tokens" caps rather than sets: a smaller client value is kept.
+	SamplingOverrides map[string]any
+	// RequestTokenIDs adds return_token_ids:true so the prompt ids come back
+	// with the reply; otherwise /tokenize is asked for them.
+	RequestTokenIDs bool
+	// DeltaRecords stores resolved prompts as suffixes of the parent (§1.6).
+	DeltaRecords bool
+	// Logger gets structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the proxy's metrics; nil creates a fresh one.
+	Registry *prometheus.Registry
+	// Client sends upstream requests; nil creates one pooled client.
+	Client *http.Client
+}
+
+// Proxy is the capture proxy. Create it with New, then either Start it or
+// mount Handler in a server of your own.
+type Proxy struct {
+	opts     Options
+	upstream string
+	client   *http.Client
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics
+	handler  http.Handler
+
+	rollouts sync.Map // rollout id → *rolloutLineage
+
+	mu       sync.Mutex
+	server   *http.Server
+	listener net.Listener
+	closed   chan struct{} // closed by Close; ends the Start watcher
+	once     sync.Once
+}
+
+// New validates the options and builds a Proxy.
+func New(opts Options) (*Proxy, error) {
+	if opts.Upstream == "" {
+		return nil, errors.New("proxy: Upstream is required")
+	}
+	u, err := url.Parse(opts.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("proxy: Upstream %q is not an http(s) URL", opts.Upstream)
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("proxy: MaxBodyBytes %d is negative", opts.MaxBodyBytes)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("proxy: Port %d is out of range", opts.Port)
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	for k := range opts.SamplingOverrides {
+		switch k {
+		case "stream", "messages", "prompt", "logprobs", "top_logprobs", "return_tokens_as_token_ids", "return_token_ids", "n":
+			return nil, fmt.Errorf("proxy: SamplingOverrides may not set %q", k)
+		}
+	}
+	p := &Proxy{
+		opts:     opts,
+		upstream: strings.TrimRight(opts.Upstream, "/"),
+		client:   opts.Client,
+		log:      opts.Logger,
+		registry: opts.Registry,
+	}
+	if p.client == nil {
+		p.client = newUpstreamClient()
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.registry == nil {
+		p.registry = prometheus.NewRegistry()
+	}
+	if p.metrics, err = newMetrics(p.registry); err != nil {
+		return nil, fmt.Errorf("proxy: registering metrics: %w", err)
+	}
+	p.handler = http.HandlerFunc(p.serveHTTP)
+	return p, nil
+}
+
+// Start listens on Host:Port and serves until ctx ends or Close is called.
+func (p *Proxy) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.server != nil {
+		return errors.New("proxy: already started")
+	}
+	addr := net.JoinHostPort(p.opts.Host, strconv.Itoa(p.opts.Port))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("proxy: listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           p.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	p.server, p.listener = srv, ln
+	p.closed = make(chan struct{})
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("proxy stopped serving", "err", err)
+		}
+	}()
+	go func(closed <-chan struct{}) {
+		select {
+		case <-ctx.Done():
+			_ = p.Close()
+		case <-closed:
+		}
+	}(p.closed)
+	p.log.Info("proxy listening", "url", "http://"+ln.Addr().String(), "upstream", p.upstream, "capture", p.opts.Store != nil)
+	return nil
+}
+
+// URL is the proxy's base URL once started ("" before).
+func (p *Proxy) URL() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.listener == nil {
+		return ""
+	}
+	return "http://" + p.listener.Addr().String()
+}
+
+// Handler serves the proxy's routes; usable without Start.
+func (p *Proxy) Handler() http.Handler { return p.handler }
+
+// Registry is the registry the proxy's metrics live in.
+func (p *Proxy) Registry() *prometheus.Registry { return p.registry }
+
+// Close stops the listener and waits briefly for in-flight calls. It does not
+// close the store, which the caller owns.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	srv, closed := p.server, p.closed
+	p.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	p.once.Do(func() { close(closed) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("proxy: shutting down: %w", err)
+	}
+	return nil
+}
+
+// API paths the proxy interprets.
+const (
+	pathChat        = "/v1/chat/completions"
+	pathCompletions = "/v1/completions"
+	pathResponses   = "/v1/responses"
+	pathMessages    = "/v1/messages"
+	pathCountTokens = "/v1/messages/count_tokens"
+	pathModels      = "/v1/models"
+	pathHealth      = "/health"
+	pathMetrics     = "/metrics"
+)
+
+func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := parseRoute(r.URL.Path)
+	// Harness probes (Claude Code sends HEAD to its base URL) are answered
+	// here and are never model calls.
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if rt.APIPath == pathMetrics && rt.RolloutID == "" {
+		promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		return
+	}
+	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages)
+	errw := writeOpenAIError
+	if anthropicPath {
+		errw = writeAnthropicError
+	}
+	if rt.APIPath != pathHealth && !p.authorized(r) {
+		errw(w, http.StatusUnauthorized, "authentication_error", "missing or wrong API key: send it as \"Authorization: Bearer <key>\" or \"x-api-key\"")
+		return
+	}
+	if rt.RolloutID != "" {
+		if err := store.ValidateRolloutID(rt.RolloutID); err != nil {
+			errw(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
+			return
+		}
+	}
+	switch rt.APIPath {
+	case pathChat, pathCompletions, pathResponses, pathMessages:
+		if r.Method != http.MethodPost {
+			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use POST")
+			return
+		}
+		p.serveDialect(w, r, rt)
+	case pathCountTokens:
+		if r.Method != http.MethodPost {
+			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use POST")
+			return
+		}
+		p.serveCountTokens(w, r)
+	case pathModels, pathHealth:
+		if r.Method != http.MethodGet {
+			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use GET")
+			return
+		}
+		p.forward(w, r, rt.APIPath, nil)
+	default:
+		if rt.RolloutID != "" {
+			// Unknown path under a rollout prefix: 404, nothing marked (Q5).
+			errw(w, http.StatusNotFound, "not_found_error", "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
+			return
+		}
+		body := io.Reader(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
+		if r.Body == nil || r.Body == http.NoBody {
+			body = nil
+		}
+		p.forward(w, r, rt.APIPath, body)
+	}
+}
+
+// authorized checks the client's key when one is configured.
+func (p *Proxy) authorized(r *http.Request) bool {
+	if p.opts.APIKey == "" {
+		return true
+	}
+	want := []byte(p.opts.APIKey)
+	if k := r.Header.Get("X-Api-Key"); k != "" && subtle.ConstantTimeCompare([]byte(k), want) == 1 {
+		return true
+	}
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), want) == 1 {
+		return true
+	}
+	return false
+}
+
+// newCallID mints a model call id: a random UUID4 as 32 lowercase hex chars.
+func newCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return hex.EncodeToString(b[:])
+}
+
+// newResponseID mints a Responses envelope id, resp_<32 hex>.
+func newResponseID() string { return "resp_" + newCallID() }

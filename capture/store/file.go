@@ -1,0 +1,1175 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capbench/capbench/capture/record"
+)
+
+// File name suffixes of one rollout (contract §2.1).
+const (
+	suffixJSONL      = ".tokens.jsonl"
+	suffixState      = ".tokens.state.json"
+	suffixIntents    = ".tokens.intents"
+	suffixIncomplete = ".tokens.incomplete"
+	suffixLock       = ".tokens.lock"
+	stateTempPattern = ".tokens-state-*"
+)
+
+// FileStore is the directory-backed store whose files are interchangeable
+// with NeMo Gym's TokenCaptureStore: same names, same canonical lines, same
+// state object and version arithmetic, same flock(2) lock, so Go and Python
+// processes can share one directory.
+//
+// Within a process every operation on a rollout also holds a per-rollout
+// mutex (so goroutines do not churn lock descriptors), and the last state
+// seen is cached keyed by the identity (inode, size, mtime, ctime) of the
+// state and JSONL files: while no other process touches them, a put neither
+// re-reads the state nor re-parses earlier lines.
+type FileStore struct {
+	dir           string
+	stateEveryPut bool
+
+	mu    sync.Mutex
+	slots map[string]*slot
+
+	readBuf []byte // guarded by mu; see takeReadBuffer
+}
+
+// FileOption configures a FileStore.
+type FileOption func(*FileStore)
+
+// WithStateWriteEveryPut makes every put rewrite the state file as Gym does,
+// so the directory is byte-for-byte what Gym would leave after each step.
+//
+// Without it (the default) a put that needs no reconciliation leaves the
+// state file as it was: the JSONL is fsynced before put returns, and the
+// state is only an index that any reader rebuilds from the JSONL tail with
+// the same version arithmetic (+1 per recovered line, contract §2.6), so Gym
+// and other Go processes see the same versions either way. Lifecycle
+// transitions (conflict, mark, freeze, drop) always write the state durably,
+// and Close writes any state still pending.
+func WithStateWriteEveryPut() FileOption {
+	return func(s *FileStore) { s.stateEveryPut = true }
+}
+
+// slot is the in-process side of one rollout: its mutex and cached state.
+type slot struct {
+	mu    sync.RWMutex
+	refs  int // guarded by FileStore.mu
+	cache *stateCache
+}
+
+type stateCache struct {
+	st    *State
+	key   filesKey
+	dirty bool // st is ahead of the state file (lazy put)
+}
+
+// statKey identifies one file's content as far as this store can tell
+// without reading it. Appends change the size; state rewrites are renames and
+// change the inode and ctime.
+type statKey struct {
+	exists       bool
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+type filesKey struct {
+	state, jsonl statKey
+}
+
+// NewFileStore opens (creating if missing) a store directory.
+func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
+	if dir == "" {
+		return nil, errors.New("store: directory must not be empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: create directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("store: %s is not a directory", dir)
+	}
+	probe, err := os.CreateTemp(dir, ".tokens-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
+	}
+	_ = probe.Close()
+	_ = os.Remove(probe.Name())
+	s := &FileStore{dir: dir, slots: map[string]*slot{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// Dir is the store directory.
+func (s *FileStore) Dir() string { return s.dir }
+
+func (s *FileStore) path(id, suffix string) string {
+	return filepath.Join(s.dir, id+suffix)
+}
+
+// held is one locked rollout: the in-process mutex and the flock.
+type held struct {
+	s         *FileStore
+	id        string
+	sl        *slot
+	lk        *fileLock
+	exclusive bool
+}
+
+func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held, error) {
+	if err := ValidateRolloutID(id); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	sl := s.slots[id]
+	if sl == nil {
+		sl = &slot{}
+		s.slots[id] = sl
+	}
+	sl.refs++
+	s.mu.Unlock()
+	if exclusive {
+		sl.mu.Lock()
+	} else {
+		sl.mu.RLock()
+	}
+	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive)
+	if err != nil {
+		h := &held{s: s, id: id, sl: sl, exclusive: exclusive}
+		h.unlock()
+		return nil, err
+	}
+	return &held{s: s, id: id, sl: sl, lk: lk, exclusive: exclusive}, nil
+}
+
+// unlock releases the flock and the mutex, and forgets the slot when no one
+// else uses it and its cache is worth nothing (settled or absent), so a long
+// run does not keep every finished rollout's index in memory.
+func (h *held) unlock() {
+	if h.lk != nil {
+		h.lk.release()
+	}
+	c := h.sl.cache
+	evict := c == nil || (!c.dirty && (c.st.Frozen || c.st.Retired))
+	h.s.mu.Lock()
+	h.sl.refs--
+	if h.sl.refs == 0 && evict && h.s.slots[h.id] == h.sl {
+		delete(h.s.slots, h.id)
+	}
+	h.s.mu.Unlock()
+	if h.exclusive {
+		h.sl.mu.Unlock()
+	} else {
+		h.sl.mu.RUnlock()
+	}
+}
+
+func statFile(path string) (statKey, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return statKey{}, nil
+	}
+	if err != nil {
+		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
+	}
+	return keyOf(fi), nil
+}
+
+func keyOf(fi os.FileInfo) statKey {
+	k := statKey{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.dev, k.ino = uint64(st.Dev), st.Ino
+		k.ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+	}
+	return k
+}
+
+func (s *FileStore) currentKey(id string) (filesKey, error) {
+	st, err := statFile(s.path(id, suffixState))
+	if err != nil {
+		return filesKey{}, err
+	}
+	jl, err := statFile(s.path(id, suffixJSONL))
+	if err != nil {
+		return filesKey{}, err
+	}
+	return filesKey{state: st, jsonl: jl}, nil
+}
+
+// load returns the rollout's state: the cached one when the files are as this
+// process left them, else the state file (or the empty state). The returned
+// pointer is the cache's own when cached; callers that fail must call
+// h.forget so a half-applied change is never reused.
+func (h *held) load() (*State, filesKey, error) {
+	key, err := h.s.currentKey(h.id)
+	if err != nil {
+		return nil, key, err
+	}
+	if c := h.sl.cache; c != nil && c.key == key {
+		return c.st, key, nil
+	}
+	st, err := h.s.readStateFile(h.id)
+	if err != nil {
+		return nil, key, err
+	}
+	return &st, key, nil
+}
+
+func (s *FileStore) readStateFile(id string) (State, error) {
+	data, err := os.ReadFile(s.path(id, suffixState))
+	if errors.Is(err, os.ErrNotExist) {
+		return newState(), nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("store: read state of %s: %w", id, err)
+	}
+	st, err := ParseState(data)
+	if err != nil {
+		return State{}, fmt.Errorf("store: state of %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// remember caches st as the state matching the files as they are now.
+func (h *held) remember(st *State, dirty bool) {
+	key, err := h.s.currentKey(h.id)
+	if err != nil {
+		h.sl.cache = nil
+		return
+	}
+	h.sl.cache = &stateCache{st: st, key: key, dirty: dirty}
+}
+
+func (h *held) forget() { h.sl.cache = nil }
+
+// writeState replaces the state file through a temp file and rename. A
+// durable write also fsyncs the temp file and then the directory.
+func (s *FileStore) writeState(id string, st *State, durable bool) error {
+	b, err := st.MarshalCanonical()
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	f, err := os.CreateTemp(s.dir, stateTempPattern)
+	if err != nil {
+		return fmt.Errorf("store: state temp file: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("store: write state: %w", err)
+	}
+	if durable {
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("store: fsync state: %w", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store: close state: %w", err)
+	}
+	if err := os.Rename(tmp, s.path(id, suffixState)); err != nil {
+		return fmt.Errorf("store: rename state: %w", err)
+	}
+	ok = true
+	if durable {
+		return s.syncDir()
+	}
+	return nil
+}
+
+func (s *FileStore) syncDir() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fmt.Errorf("store: open directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("store: fsync directory: %w", err)
+	}
+	return nil
+}
+
+// appendLine appends data to path and fsyncs it. If the write fails part-way
+// the file is truncated back, so nothing half-written stays behind.
+func appendLine(path string, data []byte) (statKey, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return statKey{}, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Truncate(before.Size())
+		return statKey{}, fmt.Errorf("store: append to %s: %w", filepath.Base(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		return statKey{}, fmt.Errorf("store: fsync %s: %w", filepath.Base(path), err)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
+	}
+	return keyOf(after), nil
+}
+
+// trimLine strips what Python's bytes.strip strips (ASCII whitespace only).
+func trimLine(b []byte) []byte {
+	return bytes.Trim(b, " \t\n\r\v\f")
+}
+
+// nextLine splits buf at the first newline.
+func nextLine(buf []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		return buf[:i], buf[i+1:]
+	}
+	return buf, nil
+}
+
+// reconciled is what one reconciliation read: the entries of the tail it
+// indexed, which start at byte from of the JSONL, in file order.
+type reconciled struct {
+	from    int64
+	entries []*record.Entry
+}
+
+// reconcile brings st's index up to the JSONL tail (contract §2.6). When
+// repair is false nothing is written (used by State); otherwise a torn tail
+// is truncated and a conflicting durable payload is recorded durably. It
+// also returns the entries of the tail it read (nil when it read nothing),
+// so a freeze need not parse those lines again.
+//
+// Each line is scanned once: JSON validity is only asked about a line the
+// record parser refused (the parser accepts nothing that is not JSON), to
+// tell a torn or corrupt line from a record that does not validate.
+func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool) (bool, *reconciled, error) {
+	if st.IndexedSize < 0 || st.IndexedSize > jsonlSize {
+		return false, nil, fmt.Errorf("%w: %s: indexed_size %d outside the file (%d bytes)",
+			ErrCorrupt, id, st.IndexedSize, jsonlSize)
+	}
+	if st.IndexedSize == jsonlSize && !st.Legacy {
+		return false, nil, nil
+	}
+	path := s.path(id, suffixJSONL)
+	tail := []byte{}
+	if jsonlSize > 0 {
+		f, err := os.Open(path)
+		if err != nil {
+			return false, nil, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+		}
+		tail = make([]byte, jsonlSize-st.IndexedSize)
+		_, err = f.ReadAt(tail, st.IndexedSize)
+		_ = f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, nil, fmt.Errorf("store: read %s: %w", filepath.Base(path), err)
+		}
+	}
+	read := &reconciled{from: st.IndexedSize}
+	var parser record.LineParser
+	pending := map[string]string{}
+	recovered := 0
+	newSize := jsonlSize
+	for pos, rest := st.IndexedSize, tail; len(rest) > 0; {
+		line, next := nextLine(rest)
+		lineStart := pos
+		pos += int64(len(rest) - len(next))
+		rest = next
+		payload := trimLine(line)
+		if len(payload) == 0 {
+			continue
+		}
+		e, err := parser.Parse(payload)
+		if err != nil && !json.Valid(payload) {
+			if len(trimLine(rest)) > 0 {
+				return false, nil, fmt.Errorf("%w: %s: line at byte %d is not JSON and more content follows it",
+					ErrCorrupt, id, lineStart)
+			}
+			// A torn tail: the write that produced it never returned, so no
+			// caller was told it was stored.
+			newSize = lineStart
+			if repair {
+				if err := truncateSync(path, newSize); err != nil {
+					return false, nil, err
+				}
+			}
+			break
+		}
+		if err != nil {
+			return false, nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, lineStart, err)
+		}
+		digest := record.EntryDigest(payload)
+		existing, ok := pending[e.ModelCallID]
+		if !ok {
+			existing, ok = st.EntryDigests[e.ModelCallID]
+		}
+		if ok && existing != digest {
+			if repair {
+				st.Incomplete = true
+				st.Version++
+				if err := s.writeState(id, st, true); err != nil {
+					return false, nil, err
+				}
+			}
+			return false, nil, fmt.Errorf("%w: %s: model call id %q has conflicting durable payloads",
+				ErrConflict, id, e.ModelCallID)
+		}
+		pending[e.ModelCallID] = digest
+		read.entries = append(read.entries, e)
+		recovered++
+	}
+	for k, v := range pending {
+		st.EntryDigests[k] = v
+	}
+	st.IndexedSize = newSize
+	if recovered > 0 && !st.Legacy {
+		st.Version += recovered
+	}
+	st.Legacy = false
+	st.legacyRaw = nil
+	return true, read, nil
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("store: truncate torn tail of %s: %w", filepath.Base(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// canonicalLine validates e and returns its canonical bytes and entry digest.
+func canonicalLine(e *record.Entry) ([]byte, string, error) {
+	if e == nil {
+		return nil, "", errors.New("store: nil entry")
+	}
+	if err := ValidateRolloutID(e.RolloutID); err != nil {
+		return nil, "", err
+	}
+	if err := e.Validate(); err != nil {
+		return nil, "", fmt.Errorf("store: entry %s/%s: %w", e.RolloutID, e.ModelCallID, err)
+	}
+	canonical, err := e.MarshalCanonical()
+	if err != nil {
+		return nil, "", fmt.Errorf("store: entry %s/%s: %w", e.RolloutID, e.ModelCallID, err)
+	}
+	return canonical, record.EntryDigest(canonical), nil
+}
+
+func lifecycleErr(id string, st *State) error {
+	if st.Retired {
+		return fmt.Errorf("store: rollout %s: %w", id, ErrRetired)
+	}
+	if st.Frozen {
+		return fmt.Errorf("store: rollout %s: %w", id, ErrFrozen)
+	}
+	return nil
+}
+
+// Put appends e idempotently (contract §2.5). It returns only after the line
+// is fsynced. A byte-identical re-put succeeds without a new line; a
+// different payload under a stored call id fails with ErrConflict and marks
+// the rollout incomplete.
+func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
+	canonical, digest, err := canonicalLine(e)
+	if err != nil {
+		return err
+	}
+	id := e.RolloutID
+	h, err := s.lock(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
+	st, key, err := h.load()
+	if err != nil {
+		h.forget()
+		return err
+	}
+	if err := lifecycleErr(id, st); err != nil {
+		return err
+	}
+	changed, _, err := s.reconcile(id, st, key.jsonl.size, true)
+	if err != nil {
+		h.forget()
+		return err
+	}
+	wasDirty := h.sl.cache != nil && h.sl.cache.st == st && h.sl.cache.dirty
+	if existing, ok := st.EntryDigests[e.ModelCallID]; ok {
+		if existing == digest {
+			if changed {
+				if err := s.writeState(id, st, false); err != nil {
+					h.forget()
+					return err
+				}
+			}
+			h.remember(st, wasDirty && !changed)
+			return nil
+		}
+		st.Incomplete = true
+		st.Version++
+		if err := s.writeState(id, st, true); err != nil {
+			h.forget()
+			return err
+		}
+		h.remember(st, false)
+		return fmt.Errorf("store: rollout %s: model call id %q: %w", id, e.ModelCallID, ErrConflict)
+	}
+	line := append(canonical, '\n')
+	jk, err := appendLine(s.path(id, suffixJSONL), line)
+	if err != nil {
+		h.forget()
+		return err
+	}
+	st.EntryDigests[e.ModelCallID] = digest
+	st.IndexedSize = jk.size
+	st.Version++
+	if s.stateEveryPut || changed {
+		// A reconciliation means another writer's state lagged: persist
+		// the index so the next reader does not parse the same tail again.
+		if err := s.writeState(id, st, false); err != nil {
+			h.forget()
+			return err
+		}
+		h.remember(st, false)
+		return nil
+	}
+	// Lazy: the state file is untouched, so its key is still valid.
+	h.sl.cache = &stateCache{st: st, key: filesKey{state: key.state, jsonl: jk}, dirty: true}
+	return nil
+}
+
+// BeginCall records a call intent before generation (contract §2.5). An
+// intent without an entry makes the next freeze incomplete.
+func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
+	if err := ValidateRolloutID(rolloutID); err != nil {
+		return err
+	}
+	if err := validateCallID(callID); err != nil {
+		return err
+	}
+	h, err := s.lock(ctx, rolloutID, true)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
+	st, _, err := h.load()
+	if err != nil {
+		h.forget()
+		return err
+	}
+	if err := lifecycleErr(rolloutID, st); err != nil {
+		return err
+	}
+	if _, err := appendLine(s.path(rolloutID, suffixIntents), []byte(callID+"\n")); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarkIncomplete durably records that a call of the rollout was lost. It
+// works after a freeze (so a late loss invalidates a consumed snapshot) but
+// not after retirement.
+func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string) error {
+	if err := ValidateRolloutID(rolloutID); err != nil {
+		return err
+	}
+	if err := validateCallID(callID); err != nil {
+		return err
+	}
+	h, err := s.lock(ctx, rolloutID, true)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
+	st, _, err := h.load()
+	if err != nil {
+		h.forget()
+		return err
+	}
+	if st.Retired {
+		return fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
+	}
+	st.Incomplete = true
+	st.Version++
+	if err := s.writeState(rolloutID, st, true); err != nil {
+		h.forget()
+		return err
+	}
+	h.remember(st, false)
+	if _, err := appendLine(s.path(rolloutID, suffixIncomplete), []byte(callID+"\n")); err != nil {
+		return err
+	}
+	return s.syncDir()
+}
+
+// Freeze freezes the rollout and returns its snapshot (contract §2.5). The
+// first freeze mints the snapshot id; later ones return the same id and the
+// current version. As in Gym, a line that fails to read back after the
+// state was frozen (e.g. a non-finite log-prob written as null) fails the
+// freeze but leaves the rollout frozen.
+func (s *FileStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, error) {
+	h, err := s.lock(ctx, rolloutID, true)
+	if err != nil {
+		return nil, err
+	}
+	defer h.unlock()
+	st, key, err := h.load()
+	if err != nil {
+		h.forget()
+		return nil, err
+	}
+	if st.Retired {
+		return nil, fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
+	}
+	changed, tail, err := s.reconcile(rolloutID, st, key.jsonl.size, true)
+	if err != nil {
+		h.forget()
+		return nil, err
+	}
+	if !st.Frozen {
+		st.Frozen = true
+		st.SnapshotID = newSnapshotID()
+		st.Version++
+		if err := s.writeState(rolloutID, st, true); err != nil {
+			h.forget()
+			return nil, err
+		}
+	} else if changed || (h.sl.cache != nil && h.sl.cache.st == st && h.sl.cache.dirty) {
+		if err := s.writeState(rolloutID, st, true); err != nil {
+			h.forget()
+			return nil, err
+		}
+	}
+	h.remember(st, false)
+	entries, err := s.readFrozenEntries(rolloutID, tail)
+	if err != nil {
+		return nil, err
+	}
+	dangling, err := s.danglingIntents(rolloutID, entries)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{
+		RolloutID:  rolloutID,
+		Entries:    entries,
+		Incomplete: st.Incomplete || len(dangling) > 0,
+		SnapshotID: st.SnapshotID,
+		Version:    st.Version,
+	}, nil
+}
+
+// newSnapshotID returns a random UUID4 as 32 lowercase hex digits, the form
+// Python's uuid4().hex has.
+func newSnapshotID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return hex.EncodeToString(b[:])
+}
+
+// readFrozenEntries reads every entry of a rollout that Freeze has just
+// reconciled under the same exclusive lock, so the file still holds what the
+// reconciliation read (a torn tail already cut off). Lines the
+// reconciliation parsed (tail) are not parsed again when they start at a
+// line boundary, so the lines before them are exactly the file's other
+// lines; otherwise every line is read afresh.
+func (s *FileStore) readFrozenEntries(id string, tail *reconciled) ([]*record.Entry, error) {
+	if tail == nil || len(tail.entries) == 0 {
+		return s.readEntriesUnlocked(id, false)
+	}
+	if tail.from == 0 {
+		// The whole file was the tail (a state that lagged from the start,
+		// as when another process wrote every line): nothing else to read.
+		return tail.entries, nil
+	}
+	data, err := readAll(s.path(id, suffixJSONL), s.takeReadBuffer())
+	defer s.keepReadBuffer(data)
+	if errors.Is(err, os.ErrNotExist) {
+		return []*record.Entry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", id, err)
+	}
+	if tail.from > int64(len(data)) || (tail.from > 0 && data[tail.from-1] != '\n') {
+		return parseEntries(id, data, false, []*record.Entry{})
+	}
+	entries, err := parseEntries(id, data[:tail.from], false, make([]*record.Entry, 0, len(tail.entries)))
+	if err != nil {
+		return nil, err
+	}
+	return append(entries, tail.entries...), nil
+}
+
+// readEntriesUnlocked parses every line. With tolerateTorn, an unterminated
+// last line that is not JSON is skipped instead of failing: a shared-lock
+// reader cannot repair it and it was never acknowledged.
+func (s *FileStore) readEntriesUnlocked(id string, tolerateTorn bool) ([]*record.Entry, error) {
+	data, err := readAll(s.path(id, suffixJSONL), s.takeReadBuffer())
+	defer s.keepReadBuffer(data)
+	if errors.Is(err, os.ErrNotExist) {
+		return []*record.Entry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", id, err)
+	}
+	return parseEntries(id, data, tolerateTorn, []*record.Entry{})
+}
+
+// maxKeptReadBuffer bounds the read buffer a store keeps between reads.
+const maxKeptReadBuffer = 256 << 20
+
+// takeReadBuffer returns an empty buffer for reading a JSONL file: the one
+// the last read left behind when no other read holds it. Parsed entries keep
+// no reference to the bytes they were read from, so the buffer is reused and
+// reading a large rollout again neither zeroes nor faults in fresh memory
+// (which costs as much as parsing it). The store keeps at most one buffer,
+// of at most maxKeptReadBuffer bytes.
+func (s *FileStore) takeReadBuffer() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.readBuf
+	s.readBuf = nil
+	return b[:0]
+}
+
+func (s *FileStore) keepReadBuffer(b []byte) {
+	if cap(b) > maxKeptReadBuffer {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cap(b) > cap(s.readBuf) {
+		s.readBuf = b[:0]
+	}
+}
+
+// readAll reads the whole file at path into buf (reusing its capacity), as
+// os.ReadFile does.
+func readAll(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		// One byte more than the size, so the read that finds EOF needs
+		// no growth.
+		buf = slices.Grow(buf, int(fi.Size())+1)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// parallelParseBytes is the file size from which parseEntries reads the two
+// halves of a file on two goroutines (when two may run at once). Below it a
+// second goroutine costs more than it saves.
+const parallelParseBytes = 4 << 20
+
+// parseEntries parses the lines of data (a JSONL file from its first byte)
+// and appends the entries to dst. Each line is scanned once: JSON validity is
+// only asked about a line the record parser refused, to tell a torn tail
+// from a bad record, and the parser accepts nothing that is not valid JSON.
+//
+// A large file is cut after the newline nearest its middle and the halves
+// are parsed at once; the lines are the same lines, the result is the first
+// half's entries then the second's, and when both halves fail the first
+// half's error (the earlier line) is the one reported, as a single pass
+// would.
+func parseEntries(id string, data []byte, tolerateTorn bool, dst []*record.Entry) ([]*record.Entry, error) {
+	if len(data) < parallelParseBytes || runtime.GOMAXPROCS(0) < 2 {
+		return parseLines(id, data, 0, tolerateTorn, dst)
+	}
+	cut := bytes.IndexByte(data[len(data)/2:], '\n')
+	if cut < 0 || len(data)/2+cut+1 == len(data) {
+		return parseLines(id, data, 0, tolerateTorn, dst)
+	}
+	mid := len(data)/2 + cut + 1
+	var second []*record.Entry
+	var secondErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		second, secondErr = parseLines(id, data[mid:], int64(mid), tolerateTorn, nil)
+	}()
+	// The first half ends with a newline, so none of its lines is the
+	// file's unterminated last line and tolerateTorn never applies to it.
+	dst, err := parseLines(id, data[:mid], 0, tolerateTorn, dst)
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	if secondErr != nil {
+		return nil, secondErr
+	}
+	return append(dst, second...), nil
+}
+
+// parseLines parses data, whose first byte is at offset base of the file.
+func parseLines(id string, data []byte, base int64, tolerateTorn bool, dst []*record.Entry) ([]*record.Entry, error) {
+	var parser record.LineParser
+	pos := base
+	for rest := data; len(rest) > 0; {
+		line, next := nextLine(rest)
+		start := pos
+		pos += int64(len(rest) - len(next))
+		last := next == nil
+		rest = next
+		payload := trimLine(line)
+		if len(payload) == 0 {
+			continue
+		}
+		e, err := parser.Parse(payload)
+		if err != nil {
+			if tolerateTorn && last && !json.Valid(payload) {
+				break
+			}
+			return nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
+}
+
+// danglingIntents lists intents with neither an entry nor a cancel line
+// ("-<call id>", written by Gym's cancel_call extension), sorted.
+func (s *FileStore) danglingIntents(id string, entries []*record.Entry) ([]string, error) {
+	data, err := os.ReadFile(s.path(id, suffixIntents))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read intents of %s: %w", id, err)
+	}
+	return dangling(strings.Split(string(data), "\n"), entries), nil
+}
+
+func dangling(lines []string, entries []*record.Entry) []string {
+	open := map[string]bool{}
+	cancelled := map[string]bool{}
+	for _, l := range lines {
+		l = strings.Trim(l, " \t\r\v\f")
+		switch {
+		case l == "":
+		case strings.HasPrefix(l, "-"):
+			cancelled[l[1:]] = true
+		default:
+			open[l] = true
+		}
+	}
+	for _, e := range entries {
+		delete(open, e.ModelCallID)
+	}
+	var out []string
+	for c := range open {
+		if !cancelled[c] {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Drop retires the rollout only if it is frozen under exactly snapshotID and
+// version (contract §2.5); it removes the records and keeps the state as a
+// tombstone, so a late writer of the consumed attempt still fails.
+func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, version int) (bool, error) {
+	h, err := s.lock(ctx, rolloutID, true)
+	if err != nil {
+		return false, err
+	}
+	defer h.unlock()
+	st, _, err := h.load()
+	if err != nil {
+		h.forget()
+		return false, err
+	}
+	if st.Retired || !st.Frozen || st.SnapshotID != snapshotID || st.Version != version {
+		return false, nil
+	}
+	for _, suf := range []string{suffixJSONL, suffixIncomplete, suffixIntents} {
+		if err := removeIfExists(s.path(rolloutID, suf)); err != nil {
+			h.forget()
+			return false, err
+		}
+	}
+	st.IndexedSize = 0
+	st.EntryDigests = map[string]string{}
+	st.Legacy = false
+	st.legacyRaw = nil
+	st.Retired = true
+	if err := s.writeState(rolloutID, st, true); err != nil {
+		h.forget()
+		return false, err
+	}
+	h.remember(st, false)
+	return true, s.syncDir()
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: remove %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// Delete removes every file of the rollout except its lock (concurrent users
+// keep locking one inode); the id is then usable again from version 0.
+func (s *FileStore) Delete(ctx context.Context, rolloutID string) error {
+	h, err := s.lock(ctx, rolloutID, true)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
+	h.forget()
+	for _, suf := range []string{suffixJSONL, suffixIncomplete, suffixIntents, suffixState} {
+		if err := removeIfExists(s.path(rolloutID, suf)); err != nil {
+			return err
+		}
+	}
+	return s.syncDir()
+}
+
+// SweepRetired removes the tombstones (state, intents, incomplete and lock
+// files) of retired rollouts whose state file is older than olderThan, and
+// returns how many it removed. Unreadable state files are skipped and
+// reported in the returned error after the sweep finishes.
+func (s *FileStore) SweepRetired(ctx context.Context, olderThan time.Duration) (int, error) {
+	names, err := s.listNames()
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	var errs []error
+	for _, name := range names {
+		id, ok := strings.CutSuffix(name, suffixState)
+		if !ok || ValidateRolloutID(id) != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		removed, err := s.sweepOne(ctx, id, olderThan)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if removed {
+			count++
+		}
+	}
+	if count > 0 {
+		if err := s.syncDir(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return count, errors.Join(errs...)
+}
+
+func (s *FileStore) sweepOne(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
+	h, err := s.lock(ctx, id, true)
+	if err != nil {
+		return false, err
+	}
+	defer h.unlock()
+	fi, err := os.Stat(s.path(id, suffixState))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: stat state of %s: %w", id, err)
+	}
+	if fi.ModTime().After(time.Now().Add(-olderThan)) {
+		return false, nil
+	}
+	st, err := s.readStateFile(id)
+	if err != nil {
+		return false, err
+	}
+	if !st.Retired {
+		return false, nil
+	}
+	h.forget()
+	for _, suf := range []string{suffixState, suffixIntents, suffixIncomplete, suffixLock} {
+		if err := removeIfExists(s.path(id, suf)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (s *FileStore) listNames() ([]string, error) {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: open directory: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("store: list directory: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Rollouts lists the rollout ids that have records, a state, intents or an
+// incomplete marker in the directory, sorted.
+func (s *FileStore) Rollouts(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	names, err := s.listNames()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, name := range names {
+		for _, suf := range []string{suffixJSONL, suffixState, suffixIntents, suffixIncomplete} {
+			id, ok := strings.CutSuffix(name, suf)
+			if ok && ValidateRolloutID(id) == nil && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// ReadEntries returns the rollout's committed entries in file order under a
+// shared lock, without freezing or repairing anything.
+func (s *FileStore) ReadEntries(ctx context.Context, rolloutID string) ([]*record.Entry, error) {
+	h, err := s.lock(ctx, rolloutID, false)
+	if err != nil {
+		return nil, err
+	}
+	defer h.unlock()
+	return s.readEntriesUnlocked(rolloutID, true)
+}
+
+// IsIncomplete reports the state's incomplete flag (not dangling intents),
+// as Gym's is_incomplete does.
+func (s *FileStore) IsIncomplete(ctx context.Context, rolloutID string) (bool, error) {
+	st, err := s.sharedState(ctx, rolloutID, false)
+	if err != nil {
+		return false, err
+	}
+	return st.Incomplete, nil
+}
+
+// State returns the rollout's state as a reader would find it after
+// reconciling the JSONL tail; nothing on disk is changed.
+func (s *FileStore) State(ctx context.Context, rolloutID string) (State, error) {
+	return s.sharedState(ctx, rolloutID, true)
+}
+
+func (s *FileStore) sharedState(ctx context.Context, rolloutID string, reconcile bool) (State, error) {
+	h, err := s.lock(ctx, rolloutID, false)
+	if err != nil {
+		return State{}, err
+	}
+	defer h.unlock()
+	st, key, err := h.load()
+	if err != nil {
+		return State{}, err
+	}
+	out := st.Clone()
+	if reconcile {
+		if _, _, err := s.reconcile(rolloutID, &out, key.jsonl.size, false); err != nil {
+			return State{}, err
+		}
+	}
+	return out, nil
+}
+
+// Close writes the state of rollouts whose puts left it pending, so the
+// directory needs no reconciliation when this process is gone. The store
+// stays usable.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	var ids []string
+	for id := range s.slots {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		h, err := s.lock(context.Background(), id, true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if c := h.sl.cache; c != nil && c.dirty {
+			if key, err := s.currentKey(id); err == nil && key == c.key {
+				if err := s.writeState(id, c.st, false); err != nil {
+					errs = append(errs, err)
+				}
+				h.remember(c.st, false)
+			} else {
+				h.forget()
+			}
+		}
+		h.unlock()
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	_ Sink   = (*FileStore)(nil)
+	_ Source = (*FileStore)(nil)
+	_ Reader = (*FileStore)(nil)
+)

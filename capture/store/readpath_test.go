@@ -1,0 +1,230 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+)
+
+// chainedLines renders n canonical lines of one rollout whose prompts grow
+// call by call (each prompt repeats the previous prompt and generation), the
+// shape the reader's prefix reuse is built for. Every third prompt instead
+// starts a new root, so reuse is also refused part of the time.
+func chainedLines(rollout string, n int) ([][]byte, []*record.Entry) {
+	var lines [][]byte
+	var entries []*record.Entry
+	prompt := []int{1, 2, 3}
+	for i := 0; i < n; i++ {
+		gen := []int{100 + i, 200 + i}
+		e := newEntry(rollout, fmt.Sprintf("call-%03d", i), gen...)
+		e.PromptTokenIDs = append([]int{}, prompt...)
+		line, err := e.MarshalCanonical()
+		Expect(err).NotTo(HaveOccurred())
+		lines = append(lines, line)
+		want, err := record.ParseLine(line)
+		Expect(err).NotTo(HaveOccurred())
+		entries = append(entries, want)
+		prompt = append(append(prompt, gen...), 300+i)
+		if i%3 == 2 {
+			prompt = []int{7, 8, 9 + i}
+		}
+	}
+	return lines, entries
+}
+
+func writeLines(dir, rollout string, lines [][]byte, extra string) {
+	var data []byte
+	for _, l := range lines {
+		data = append(append(data, l...), '\n')
+	}
+	data = append(data, extra...)
+	Expect(os.WriteFile(filepath.Join(dir, rollout+".tokens.jsonl"), data, 0o644)).To(Succeed())
+}
+
+var _ = Describe("file store read path", func() {
+	var (
+		ctx context.Context
+		dir string
+		fs  *store.FileStore
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		dir = GinkgoT().TempDir()
+		var err error
+		fs, err = store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("freezes lines another writer left unindexed to exactly what ParseLine reads, and again when indexed", func() {
+		lines, want := chainedLines("r1", 12)
+		writeLines(dir, "r1", lines, "")
+		snap, err := fs.Freeze(ctx, "r1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(want))
+		Expect(snap.Version).To(Equal(len(lines) + 1))
+		again, err := fs.Freeze(ctx, "r1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Entries).To(Equal(want))
+	})
+
+	It("reads an indexed head and a recovered tail as one file", func() {
+		lines, want := chainedLines("r2", 9)
+		for _, e := range want[:4] {
+			Expect(fs.Put(ctx, e)).To(Succeed())
+		}
+		Expect(fs.Close()).To(Succeed()) // the state now indexes the first four lines
+		writeLines(dir, "r2", lines, "")
+		other, err := store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+		snap, err := other.Freeze(ctx, "r2")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(want))
+	})
+
+	It("cuts a torn tail once and returns the lines before it", func() {
+		lines, want := chainedLines("r3", 5)
+		writeLines(dir, "r3", lines, `{"rollout_id":"r3","model_call_id":"call-9","prompt_token_ids":[1,2,3,100`)
+		snap, err := fs.Freeze(ctx, "r3")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(want))
+		fi, err := os.Stat(filepath.Join(dir, "r3.tokens.jsonl"))
+		Expect(err).NotTo(HaveOccurred())
+		size := 0
+		for _, l := range lines {
+			size += len(l) + 1
+		}
+		Expect(fi.Size()).To(BeEquivalentTo(size))
+	})
+
+	It("fails on a record that does not validate and says where it is", func() {
+		lines, _ := chainedLines("r4", 4)
+		bad := []byte(`{"rollout_id":"r4","model_call_id":"x","prompt_token_ids":[1],"generation_token_ids":[2],"generation_log_probs":[]}`)
+		writeLines(dir, "r4", append(lines[:2:2], append([][]byte{bad}, lines[2:]...)...), "")
+		_, err := fs.Freeze(ctx, "r4")
+		Expect(err).To(MatchError(store.ErrCorrupt))
+		Expect(err).To(MatchError(record.ErrInvalid))
+		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("line at byte %d", len(lines[0])+len(lines[1])+2)))
+	})
+
+	It("reuses its read buffer without mixing rollouts of different sizes", func() {
+		bigLines, big := chainedLines("big", 30)
+		smallLines, small := chainedLines("small", 2)
+		writeLines(dir, "big", bigLines, "")
+		writeLines(dir, "small", smallLines, "")
+		for range 2 {
+			got, err := fs.ReadEntries(ctx, "big")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got).To(Equal(big))
+			got, err = fs.ReadEntries(ctx, "small")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got).To(Equal(small))
+		}
+		for _, id := range []string{"big", "small"} {
+			_, err := fs.Freeze(ctx, id)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		snap, err := fs.Freeze(ctx, "big")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(big))
+		snap, err = fs.Freeze(ctx, "small")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(small))
+	})
+})
+
+// bigLines renders n lines of about 100 KB each (prompts of 16k tokens
+// that each extend the previous one), so the file is read in two halves.
+func bigLines(rollout string, n int) ([][]byte, []*record.Entry) {
+	var lines [][]byte
+	var entries []*record.Entry
+	prompt := make([]int, 16000)
+	for i := range prompt {
+		prompt[i] = 100000 + i
+	}
+	for i := 0; i < n; i++ {
+		e := newEntry(rollout, fmt.Sprintf("big-%03d", i), 5, 6+i)
+		e.PromptTokenIDs = prompt
+		line, err := e.MarshalCanonical()
+		Expect(err).NotTo(HaveOccurred())
+		want, err := record.ParseLine(line)
+		Expect(err).NotTo(HaveOccurred())
+		lines, entries = append(lines, line), append(entries, want)
+		prompt = append(append(prompt[:len(prompt):len(prompt)], 5, 6+i), 7)
+	}
+	return lines, entries
+}
+
+var _ = Describe("file store read path on a large file", func() {
+	var (
+		ctx   context.Context
+		dir   string
+		fs    *store.FileStore
+		lines [][]byte
+		want  []*record.Entry
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		dir = GinkgoT().TempDir()
+		var err error
+		fs, err = store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+		lines, want = bigLines("big", 60)
+	})
+	offset := func(i int) int {
+		n := 0
+		for _, l := range lines[:i] {
+			n += len(l) + 1
+		}
+		return n
+	}
+	invalid := func(id string) []byte {
+		return []byte(`{"rollout_id":"big","model_call_id":"` + id + `","prompt_token_ids":[1],"generation_token_ids":[2],"generation_log_probs":[]}`)
+	}
+
+	It("reads the same entries in the same order as a line-by-line read", func() {
+		writeLines(dir, "big", lines, "")
+		Expect(offset(len(lines))).To(BeNumerically(">", 4<<20))
+		got, err := fs.ReadEntries(ctx, "big")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(want))
+		snap, err := fs.Freeze(ctx, "big")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(want))
+		snap, err = fs.Freeze(ctx, "big")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(Equal(want))
+	})
+
+	It("reports a bad record late in the file at its offset", func() {
+		bad := append(append(append([][]byte{}, lines[:55]...), invalid("late")), lines[55:]...)
+		writeLines(dir, "big", bad, "")
+		_, err := fs.ReadEntries(ctx, "big")
+		Expect(err).To(MatchError(store.ErrCorrupt))
+		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("line at byte %d:", offset(55))))
+	})
+
+	It("reports the earlier of two bad records", func() {
+		bad := append(append([][]byte{}, lines[:5]...), invalid("early"))
+		bad = append(bad, lines[5:55]...)
+		bad = append(bad, invalid("late"))
+		bad = append(bad, lines[55:]...)
+		writeLines(dir, "big", bad, "")
+		_, err := fs.ReadEntries(ctx, "big")
+		Expect(err).To(MatchError(store.ErrCorrupt))
+		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("line at byte %d:", offset(5))))
+	})
+
+	It("skips only an unterminated torn last line when reading without a lock to repair", func() {
+		writeLines(dir, "big", lines, `{"rollout_id":"big","model_call_id":"torn","prompt_token_ids":[1,2`)
+		got, err := fs.ReadEntries(ctx, "big")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(want))
+	})
+})

@@ -1,0 +1,111 @@
+package vllm_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capbench/capbench/fakes/vllm"
+)
+
+const benchConcurrency = 64
+
+func benchServer(b *testing.B) (*vllm.Server, *http.Client) {
+	b.Helper()
+	s, err := vllm.New(vllm.Options{Lengths: vllm.Lengths{Mean: 100000, StdDev: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return s, &http.Client{Transport: tr}
+}
+
+// runParallel runs body from 64 goroutines and reports requests per second.
+func runParallel(b *testing.B, body func(c *http.Client, url string) int) (reqs, tokens int64, elapsed time.Duration) {
+	s, c := benchServer(b)
+	url := s.URL() + "/v1/chat/completions"
+	b.SetParallelism((benchConcurrency + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var nReq, nTok atomic.Int64
+	start := time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			nTok.Add(int64(body(c, url)))
+			nReq.Add(1)
+		}
+	})
+	elapsed = time.Since(start)
+	b.StopTimer()
+	return nReq.Load(), nTok.Load(), elapsed
+}
+
+func benchPost(b *testing.B, c *http.Client, url string, payload []byte) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// BenchmarkChatNonStreaming: zero-latency non-streaming chat at concurrency 64.
+func BenchmarkChatNonStreaming(b *testing.B) {
+	payload := []byte(`{"model":"Qwen/Qwen3-4B-Thinking-2507","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}`)
+	reqs, _, elapsed := runParallel(b, func(c *http.Client, url string) int {
+		benchPost(b, c, url, payload)
+		return 16
+	})
+	b.ReportMetric(float64(reqs)/elapsed.Seconds(), "req/s")
+}
+
+// BenchmarkChatStreaming: zero-latency streaming chat, 256 tokens per
+// request, at concurrency 64.
+func BenchmarkChatStreaming(b *testing.B) {
+	payload := []byte(`{"model":"Qwen/Qwen3-4B-Thinking-2507","messages":[{"role":"user","content":"Write a long story."}],"max_tokens":256,"stream":true}`)
+	_, tokens, elapsed := runParallel(b, func(c *http.Client, url string) int {
+		benchPost(b, c, url, payload)
+		return 256
+	})
+	b.ReportMetric(float64(tokens)/elapsed.Seconds(), "tok/s")
+}
+
+// BenchmarkChatHandler measures the server's own work per non-streaming
+// request, without sockets or a client.
+func BenchmarkChatHandler(b *testing.B) {
+	s, err := vllm.New(vllm.Options{Lengths: vllm.Lengths{Mean: 100000, StdDev: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"model":"Qwen/Qwen3-4B-Thinking-2507","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package vllm
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// outcome is a finished generation plus everything derived for the response.
+type outcome struct {
+	gen     generation
+	pieces  []string // visible text per token (special tokens and held-back bytes excluded)
+	offsets []int    // offsets[i] = start of token i's piece in visible; len = n+1
+	parsed  parsedOutput
+	finish  string // API finish_reason
+	// stopReason is the JSON of stop_reason: null, a token id or a string.
+	stopReason []byte
+	reasonN    int // tokens inside the reasoning span
+	start      time.Time
+	queued     time.Duration
+	ttft       time.Duration
+	itl        time.Duration
+	release    func()
+	logprobs   bool
+}
+
+// serveJob runs a validated job: fault, scheduling, timing, response, ledger.
+func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job) {
+	ctx := r.Context()
+	switch j.fault {
+	case Fault500:
+		writeAPIError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: "Internal server error"})
+		return
+	case FaultStreamError:
+		if !j.stream {
+			writeAPIError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: "Internal server error"})
+			return
+		}
+	case Fault503:
+		writeAPIError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: "The server is overloaded or not ready yet."})
+		return
+	}
+	out, err := s.execute(ctx, j)
+	if err != nil {
+		return // client went away while queued
+	}
+	defer out.release()
+	if j.stream {
+		s.writeStream(ctx, w, j, out)
+	} else {
+		s.writeWhole(ctx, w, j, out)
+	}
+}
+
+// execute generates, waits for a scheduler slot and the prefill delay.
+func (s *Server) execute(ctx context.Context, j *job) (*outcome, error) {
+	start := time.Now()
+	g := s.eng.generate(genInput{promptIDs: j.promptIDs, seed: j.seed, maxTokens: j.maxTokens, turn: j.turn, forcedText: j.forced})
+	release, err := s.sched.acquire(ctx, len(j.promptIDs)+len(g.ids))
+	if err != nil {
+		return nil, err
+	}
+	o := &outcome{gen: g, start: start, queued: time.Since(start), release: release}
+	o.logprobs = j.logprobs && j.fault != FaultNoLogprobs
+	o.ttft, o.itl = s.delays(len(j.promptIDs))
+	o.stopReason = []byte("null")
+	o.pieces, o.offsets = s.tokenPieces(g.ids)
+	s.applyStops(j, o)
+	visible := make([]byte, 0, o.offsets[len(o.offsets)-1])
+	for _, p := range o.pieces {
+		visible = append(visible, p...)
+	}
+	o.parsed = parseOutput(string(visible), j.mode)
+	o.finish = o.gen.finish
+	if j.chat {
+		o.finish = s.apiFinish(j, o)
+	}
+	if o.parsed.hasReasoning {
+		for i := range o.gen.ids {
+			if o.offsets[i+1] <= o.parsed.reasonEnd {
+				o.reasonN++
+			}
+		}
+	}
+	if err := s.sleep(ctx, o.ttft); err != nil {
+		release()
+		return nil, err
+	}
+	return o, nil
+}
+
+func (s *Server) apiFinish(j *job, o *outcome) string {
+	switch j.toolChoice {
+	case "required":
+		if o.gen.finish == "stop" {
+			return "tool_calls"
+		}
+	case "auto":
+		if len(o.parsed.calls) > 0 && (!j.stream || o.gen.finish == "stop") {
+			return "tool_calls"
+		}
+	}
+	return o.gen.finish
+}
+
+// tokenPieces maps tokens to visible text, holding back bytes of an
+// incomplete UTF-8 character until the token that completes it.
+func (s *Server) tokenPieces(ids []int) ([]string, []int) {
+	pieces := make([]string, len(ids))
+	var pending []byte
+	for i, id := range ids {
+		if id >= s.minSpecial && s.tok.IsSpecial(id) {
+			continue
+		}
+		t := s.tok.TokenString(id)
+		if len(pending) == 0 && utf8.ValidString(t) {
+			pieces[i] = t
+			continue
+		}
+		pending = append(pending, t...)
+		if cut := completeUTF8Prefix(pending); cut > 0 {
+			pieces[i] = string(pending[:cut])
+			pending = append(pending[:0], pending[cut:]...)
+		}
+	}
+	if len(pending) > 0 && len(ids) > 0 { // bytes that never formed a character
+		pieces[len(ids)-1] += string(pending)
+	}
+	offsets := make([]int, len(ids)+1)
+	for i, p := range pieces {
+		offsets[i+1] = offsets[i] + len(p)
+	}
+	return pieces, offsets
+}
+
+// completeUTF8Prefix returns the length of the longest prefix of b that
+// does not end inside a multi-byte character.
+func completeUTF8Prefix(b []byte) int {
+	n := len(b)
+	for k := 1; k <= 3 && k <= n; k++ {
+		c := b[n-k]
+		if c < 0x80 {
+			return n
+		}
+		if c >= 0xC0 { // lead byte: is the character complete?
+			need := 2
+			if c >= 0xF0 {
+				need = 4
+			} else if c >= 0xE0 {
+				need = 3
+			}
+			if k >= need {
+				return n
+			}
+			return n - k
+		}
+	}
+	return n
+}
+
+// delays returns the simulated TTFT and inter-token latency for a request,
+// slowed by the current batch size and scaled by TimeScale.
+func (s *Server) delays(promptLen int) (ttft, itl time.Duration) {
+	t := s.opts.Timing
+	ttft = t.TTFT
+	if t.PrefillTokensPerSecond > 0 {
+		ttft += time.Duration(float64(promptLen) / t.PrefillTokensPerSecond * float64(time.Second))
+	}
+	itl = t.InterTokenLatency
+	if t.DecodeTokensPerSecond > 0 {
+		itl = time.Duration(float64(time.Second) / t.DecodeTokensPerSecond)
+	}
+	if ttft == 0 && itl == 0 {
+		return 0, 0
+	}
+	running, _ := s.sched.counts()
+	f := (1 + t.BatchSlowdown*float64(max(running-1, 0))) * t.TimeScale
+	return time.Duration(float64(ttft) * f), time.Duration(float64(itl) * f)
+}
+
+func (s *Server) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return http.ErrServerClosed
+	}
+}
+
+// stall holds a request until the stall deadline, the client or the server
+// gives up, then aborts the connection.
+func (s *Server) stall(ctx context.Context) {
+	var deadline <-chan time.Time
+	if d := s.opts.Faults.Stall; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		deadline = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.closing:
+	case <-deadline:
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// finishRecord updates metrics and appends the ledger entry.
+func (s *Server) finishRecord(j *job, o *outcome, finish string) {
+	total := time.Since(o.start)
+	scale := s.opts.Timing.TimeScale
+	simulated := func(d time.Duration) float64 { return d.Seconds() / scale }
+	engineFinish := o.gen.finish
+	if finish == "abort" {
+		engineFinish = "abort"
+	}
+	s.metrics.observe(requestTimes{
+		queue: simulated(o.queued), prefill: simulated(o.ttft), decode: simulated(max(total-o.queued-o.ttft, 0)),
+		promptTokens: len(j.promptIDs), genTokens: len(o.gen.ids), maxTokens: j.maxTokensSeen, finish: engineFinish,
+	})
+	s.ledger.add(LedgerEntry{
+		RequestID: j.id, Model: s.model, PromptTokenIDs: j.promptIDs, GeneratedTokenIDs: o.gen.ids,
+		LogProbs: o.gen.logprobs, FinishReason: finish, Text: o.gen.text, Created: time.Unix(j.created, 0),
+	})
+}
+
+func appendUsage(b []byte, prompt, completion int) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	return b
+}
+
+// applyStops ends the generation at the first stop token id or stop string,
+// as vLLM's stop checker does: the tokens up to the match are kept, the
+// finish reason becomes "stop" and stop_reason names what matched.
+func (s *Server) applyStops(j *job, o *outcome) {
+	g := &o.gen
+	cut := -1
+	for i, id := range g.ids {
+		if i == len(g.ids)-1 && id == s.eng.eos {
+			break // the primary EOS keeps stop_reason null
+		}
+		if containsInt(j.stopTokenIDs, id) {
+			cut = i + 1
+			o.stopReason = strconv.AppendInt(nil, int64(id), 10)
+			break
+		}
+	}
+	textCut := -1
+	if len(j.stops) > 0 {
+		var visible []byte
+		for i, p := range o.pieces {
+			if cut >= 0 && i >= cut {
+				break
+			}
+			visible = append(visible, p...)
+			for _, st := range j.stops {
+				// Only a match that the newest token completed ends generation here.
+				from := max(0, o.offsets[i]-len(st)+1)
+				if k := strings.Index(string(visible[from:]), st); k >= 0 {
+					cut = i + 1
+					textCut = from + k
+					if j.includeStop {
+						textCut += len(st)
+					}
+					o.stopReason = appendJSONString(nil, st)
+					break
+				}
+			}
+			if textCut >= 0 {
+				break
+			}
+		}
+	}
+	if cut < 0 {
+		return
+	}
+	g.ids = g.ids[:cut]
+	g.logprobs = g.logprobs[:cut]
+	g.finish = "stop"
+	g.text = s.tok.Decode(g.ids)
+	o.pieces = o.pieces[:cut]
+	o.offsets = o.offsets[:cut+1]
+	if textCut >= 0 {
+		for i := range o.pieces {
+			start := o.offsets[i]
+			if start+len(o.pieces[i]) > textCut {
+				o.pieces[i] = o.pieces[i][:max(0, textCut-start)]
+			}
+			o.offsets[i+1] = start + len(o.pieces[i])
+		}
+	}
+}

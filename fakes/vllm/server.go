@@ -1,0 +1,429 @@
+package vllm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server is a fake vLLM OpenAI-compatible server.
+type Server struct {
+	opts        Options
+	model       string // first served name: what responses report
+	maxModelLen int
+	tok         textTokenizer
+	tmpl        promptTemplate
+	eng         *engine
+	ledger      ledger
+	scripts     scriptBook
+	metrics     *metrics
+	sched       *scheduler
+	fingerprint string
+	memory      memoryPlan
+	minSpecial  int // no id below this is a special token
+
+	mu       sync.Mutex
+	ln       net.Listener
+	srv      *http.Server
+	url      string
+	closing  chan struct{}
+	closeOne sync.Once
+	bufs     sync.Pool
+}
+
+// New validates opts and runs vLLM's startup checks (flags, memory model).
+// The returned error carries vLLM's startup message.
+func New(opts Options) (*Server, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := planMemory(o)
+	if err != nil {
+		return nil, err
+	}
+	tok, tmpl, err := newTextModel(o.ChatTemplateVariant)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:        o,
+		model:       o.ServedModelNames[0],
+		maxModelLen: mem.maxModelLen,
+		tok:         tok,
+		tmpl:        tmpl,
+		eng:         newEngine(tok, tmpl, o.Lengths),
+		memory:      mem,
+		closing:     make(chan struct{}),
+	}
+	s.ledger.limit = o.LedgerLimit
+	s.minSpecial = 0
+	if id, ok := tok.SpecialID("<|endoftext|>"); ok {
+		s.minSpecial = id // Qwen3's specials are the added tokens from <|endoftext|> on
+	}
+	s.sched = newScheduler(o.MaxNumSeqs, mem.kvBlocks)
+	s.metrics = newMetrics(s)
+	s.fingerprint = fingerprint(o, mem.maxModelLen)
+	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	if mem.concurrencyLine != "" {
+		o.Logger.Info(mem.availableLine)
+		o.Logger.Info(mem.concurrencyLine)
+	}
+	return s, nil
+}
+
+func fingerprint(o Options, maxLen int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%v|%d|%s|%s|%s|%s", o.Model, o.ServedModelNames, maxLen, o.DType, o.KVCacheDType, o.ToolCallParser, o.ReasoningParser))
+	return "vllm-" + vllmVersion + "-" + hex.EncodeToString(h[:4])
+}
+
+// MaxModelLen is the effective context window.
+func (s *Server) MaxModelLen() int { return s.maxModelLen }
+
+// ConcurrencyLine is vLLM's "GPU KV cache size ... Maximum concurrency" log
+// line, empty when the memory model is off.
+func (s *Server) ConcurrencyLine() string { return s.memory.concurrencyLine }
+
+// Start listens on Host:Port and serves until Close or ctx is done.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return errors.New("fake vllm: already started")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)))
+	if err != nil {
+		return fmt.Errorf("fake vllm: listen: %w", err)
+	}
+	s.ln = ln
+	host := s.opts.Host
+	if host == "0.0.0.0" || host == "::" || host == "" {
+		host = "127.0.0.1"
+	}
+	s.url = "http://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-s.closing:
+		}
+	}()
+	s.opts.Logger.Info("fake vllm listening", "url", s.url, "model", s.model, "max_model_len", s.maxModelLen)
+	return nil
+}
+
+// URL is the base URL, e.g. http://127.0.0.1:PORT (empty before Start).
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Handler serves the API without a listener (for httptest or embedding).
+func (s *Server) Handler() http.Handler { return s }
+
+// Close stops the listener and aborts running requests.
+func (s *Server) Close() error {
+	var err error
+	s.closeOne.Do(func() {
+		close(s.closing)
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if e := srv.Shutdown(ctx); e != nil {
+				err = srv.Close()
+			}
+		}
+	})
+	return err
+}
+
+// Ledger returns a copy of every generation so far.
+func (s *Server) Ledger() []LedgerEntry { return s.ledger.snapshot() }
+
+// SetScript installs (or replaces) a script by name.
+func (s *Server) SetScript(sc Script) error {
+	if sc.Name == "" {
+		return errors.New("script: name is empty")
+	}
+	if len(sc.Turns) == 0 {
+		return fmt.Errorf("script %q: no turns", sc.Name)
+	}
+	for i, t := range sc.Turns {
+		if t.Fault != "" && !knownFaults[t.Fault] {
+			return fmt.Errorf("script %q turn %d: unknown fault %q", sc.Name, i, t.Fault)
+		}
+		if t.Tokens < 0 {
+			return fmt.Errorf("script %q turn %d: negative tokens", sc.Name, i)
+		}
+	}
+	s.scripts.put(sc)
+	return nil
+}
+
+// ServeHTTP routes like vLLM's FastAPI app: auth middleware first, then
+// exact paths; unknown paths get Starlette's {"detail":"Not Found"}.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if len(s.opts.APIKeys) > 0 && r.Method != http.MethodOptions && authProtected(path) && !s.authorized(r) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":"Unauthorized"}`)
+		return
+	}
+	switch path {
+	case "/health":
+		if s.method(w, r, http.MethodGet) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusOK)
+		}
+	case "/version":
+		if s.method(w, r, http.MethodGet) {
+			writeJSONBytes(w, http.StatusOK, []byte(`{"version":"`+vllmVersion+`"}`))
+		}
+	case "/ping":
+		if s.method(w, r, http.MethodGet, http.MethodPost) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusOK)
+		}
+	case "/load":
+		if s.method(w, r, http.MethodGet) {
+			running, waiting := s.sched.counts()
+			writeJSONBytes(w, http.StatusOK, fmt.Appendf(nil, `{"server_load":%d}`, running+waiting))
+		}
+	case "/metrics":
+		if s.method(w, r, http.MethodGet) {
+			s.metrics.handler.ServeHTTP(w, r)
+		}
+	case "/v1/models":
+		if s.method(w, r, http.MethodGet) {
+			s.handleModels(w)
+		}
+	case "/tokenize":
+		if s.method(w, r, http.MethodPost) {
+			s.handleTokenize(w, r)
+		}
+	case "/detokenize":
+		if s.method(w, r, http.MethodPost) {
+			s.handleDetokenize(w, r)
+		}
+	case "/v1/chat/completions":
+		if s.method(w, r, http.MethodPost) {
+			s.handleChat(w, r)
+		}
+	case "/v1/completions":
+		if s.method(w, r, http.MethodPost) {
+			s.handleCompletions(w, r)
+		}
+	case "/fake/ledger":
+		if s.method(w, r, http.MethodGet) {
+			b, err := json.Marshal(s.Ledger())
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSONBytes(w, http.StatusOK, b)
+		}
+	default:
+		if name, ok := strings.CutPrefix(path, "/fake/scripts/"); ok && name != "" {
+			s.handleScript(w, r, name)
+			return
+		}
+		writeDetail(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+func authProtected(path string) bool {
+	for _, p := range []string{"/v1", "/v2", "/inference", "/cohere"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	for _, k := range s.opts.APIKeys {
+		if tok == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) method(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	for _, m := range allowed {
+		if r.Method == m || (m == http.MethodGet && r.Method == http.MethodHead) {
+			return true
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	return false
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// readJSONBody enforces vLLM's content-type rule and the body size limit.
+func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "Request Entity Too Large", Message: fmt.Sprintf("Request body exceeds the limit of %d bytes.", mbe.Limit)}
+		}
+		return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "could not read request body: " + err.Error()}
+	}
+	return body, nil
+}
+
+// decodeBody decodes JSON into v, mapping decode failures to pydantic-style errors.
+func decodeBody(body []byte, v any) *apiError {
+	if err := json.Unmarshal(body, v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return pydanticError("json_invalid", []any{"body", int(se.Offset)}, "JSON decode error", map[string]any{}, map[string]any{"error": se.Error()})
+		case errors.As(err, &te):
+			loc := []any{"body"}
+			for _, f := range strings.Split(te.Field, ".") {
+				if f != "" {
+					loc = append(loc, f)
+				}
+			}
+			kind, msg := pydanticTypeMsg(te.Type.Kind().String())
+			return pydanticError(kind, loc, msg, te.Value, nil)
+		default:
+			return pydanticError("json_invalid", []any{"body", 0}, "JSON decode error", map[string]any{}, map[string]any{"error": err.Error()})
+		}
+	}
+	return nil
+}
+
+func pydanticTypeMsg(goKind string) (string, string) {
+	switch goKind {
+	case "float64", "float32":
+		return "float_parsing", "Input should be a valid number, unable to parse string as a number"
+	case "int", "int64", "int32":
+		return "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+	case "bool":
+		return "bool_parsing", "Input should be a valid boolean, unable to interpret input"
+	case "string":
+		return "string_type", "Input should be a valid string"
+	case "slice":
+		return "list_type", "Input should be a valid list"
+	default:
+		return "model_type", "Input should be a valid dictionary or instance of the model"
+	}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter) {
+	now := time.Now().Unix()
+	b := make([]byte, 0, 512)
+	b = append(b, `{"object":"list","data":[`...)
+	for i, name := range s.opts.ServedModelNames {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, name)
+		b = fmt.Appendf(b, `,"object":"model","created":%d,"owned_by":"vllm","root":`, now)
+		b = appendJSONString(b, s.opts.Model)
+		b = fmt.Appendf(b, `,"parent":null,"max_model_len":%d,"permission":[{"id":"modelperm-%s","object":"model_permission","created":%d,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}`, s.maxModelLen, randomHex(), now)
+	}
+	b = append(b, "]}"...)
+	writeJSONBytes(w, http.StatusOK, b)
+}
+
+func (s *Server) handleScript(w http.ResponseWriter, r *http.Request, name string) {
+	switch r.Method {
+	case http.MethodPut, http.MethodPost:
+		body, ae := s.readJSONBody(r)
+		if ae != nil {
+			writeAPIError(w, ae)
+			return
+		}
+		var sc Script
+		if ae := decodeBody(body, &sc); ae != nil {
+			writeAPIError(w, ae)
+			return
+		}
+		if sc.Name == "" {
+			sc.Name = name
+		}
+		if sc.Name != name {
+			writeAPIError(w, plainBadRequest(fmt.Sprintf("script name %q does not match the path %q", sc.Name, name)))
+			return
+		}
+		if err := s.SetScript(sc); err != nil {
+			writeAPIError(w, plainBadRequest(err.Error()))
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodGet:
+		sc, ok := s.scripts.get(name)
+		if !ok {
+			writeAPIError(w, &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: fmt.Sprintf("script %q does not exist", name)})
+			return
+		}
+		b, err := json.Marshal(sc)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSONBytes(w, http.StatusOK, b)
+	default:
+		s.method(w, r, http.MethodGet, http.MethodPut)
+	}
+}
+
+func randomHex() string {
+	var b [8]byte
+	v := rand.Uint64()
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) getBuf() *[]byte { return s.bufs.Get().(*[]byte) }
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) > 1<<20 {
+		return
+	}
+	*b = (*b)[:0]
+	s.bufs.Put(b)
+}

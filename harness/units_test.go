@@ -1,0 +1,160 @@
+package harness_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/harness"
+	"github.com/capbench/capbench/harness/env"
+	. "github.com/capbench/capbench/harness/matchers"
+	"github.com/capbench/capbench/scenarios"
+)
+
+func snapshotOf(entries ...*record.Entry) *store.Snapshot {
+	return &store.Snapshot{RolloutID: "r", Entries: entries}
+}
+
+func entry(id string, prompt, gen []int, lps []float64) *record.Entry {
+	return &record.Entry{ModelCallID: id, PromptTokenIDs: prompt, GenerationTokenIDs: gen, GenerationLogProbs: lps}
+}
+
+var _ = Describe("fidelity", func() {
+	ledger := []env.LedgerEntry{
+		{PromptTokenIDs: []int{1, 2}, GeneratedTokenIDs: []int{3, 4}, LogProbs: []float64{-0.5, -0.25}},
+		{PromptTokenIDs: []int{1, 2, 3, 4, 9}, GeneratedTokenIDs: []int{5}, LogProbs: []float64{-1}},
+	}
+
+	It("accepts a capture equal to the ledger bit for bit", func() {
+		f := harness.CheckFidelity(snapshotOf(
+			entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+			entry("b", []int{1, 2, 3, 4, 9}, []int{5}, []float64{-1}),
+		), ledger, map[string]any{"output": []any{
+			map[string]any{"prompt_token_ids": []any{1.0, 2.0}, "generation_token_ids": []any{3.0, 4.0}},
+			map[string]any{"type": "function_call_output"},
+			map[string]any{"prompt_token_ids": []any{1.0, 2.0, 3.0, 4.0, 9.0}, "generation_token_ids": []any{5.0}},
+		}})
+		Expect(f.OK()).To(BeTrue(), "%v", f.Problems)
+		Expect(f.Summary()).To(Equal("exact 2/2"))
+	})
+
+	DescribeTable("names what differs",
+		func(e *record.Entry, rebuilt map[string]any, want string) {
+			f := harness.CheckFidelity(snapshotOf(e), ledger, rebuilt)
+			Expect(f.OK()).To(BeFalse())
+			Expect(f.Summary()).To(HavePrefix("BROKEN"))
+			Expect(f.Problems).To(ContainElement(ContainSubstring(want)))
+		},
+		Entry("a log-prob off by one ulp", entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, math.Nextafter(-0.25, 0)}), nil, "log-prob 1"),
+		Entry("a different token", entry("a", []int{1, 2}, []int{3, 7}, []float64{-0.5, -0.25}), nil, "token 1 is 7, ledger 4"),
+		Entry("a prompt nobody generated from", entry("a", []int{8}, []int{3}, []float64{-0.5}), nil, "no ledger generation has this 1-token prompt"),
+		Entry("a rebuilt response that is not prefix-contiguous", entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+			map[string]any{"output": []any{
+				map[string]any{"prompt_token_ids": []any{1.0, 2.0}, "generation_token_ids": []any{3.0, 4.0}},
+				map[string]any{"prompt_token_ids": []any{1.0, 2.0, 3.0, 9.0, 7.0}, "generation_token_ids": []any{5.0}},
+			}}, "prompt differs from the previous prompt+generation at token 3"),
+	)
+
+	It("is unchecked without a snapshot", func() {
+		f := harness.CheckFidelity(nil, ledger, nil)
+		Expect(f.Checked).To(BeFalse())
+		Expect(f.Summary()).To(Equal("n/a"))
+	})
+})
+
+var _ = Describe("comparing a verdict with its expectation", func() {
+	want := scenarios.Expect{MaskSample: false, Checks: []scenarios.Check{scenarios.Eq("n_calls", 3), scenarios.Eq("terminal_attribution.chain", "delivered")}}
+
+	It("agrees when everything matches", func() {
+		got := harness.Got{Metrics: map[string]any{"n_calls": 3.0, "terminal_attribution": map[string]any{"chain": "delivered"}}}
+		Expect(harness.Compare(want, got)).To(BeEmpty())
+	})
+
+	It("names every metric that disagrees", func() {
+		got := harness.Got{MaskSample: true, Metrics: map[string]any{"n_calls": 2.0}}
+		Expect(harness.Compare(want, got)).To(ConsistOf(
+			"mask_sample: want false, got true",
+			"n_calls: want = 3, got 2",
+			"terminal_attribution.chain: want = delivered, got <absent>",
+		))
+	})
+
+	It("says when the record was never finalized", func() {
+		Expect(harness.Compare(want, harness.Got{})).To(ContainElement(ContainSubstring("_ng_token_capture: missing")))
+	})
+})
+
+var _ = Describe("the versioned JSON result", func() {
+	It("round-trips and refuses another schema", func() {
+		dir := GinkgoT().TempDir()
+		path := filepath.Join(dir, "result.json")
+		r := &harness.RunResult{Schema: harness.ResultSchema, Backend: "inprocess", StartedAt: time.Unix(0, 0).UTC(),
+			Scenarios: []harness.ScenarioResult{{Name: "x", Status: harness.StatusPass}}}
+		r.Count()
+		Expect(harness.WriteJSON(path, r)).To(Succeed())
+		back, err := harness.ReadJSON(path)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Passed).To(Equal(1))
+		Expect(back.Scenarios[0].Name).To(Equal("x"))
+		Expect(os.WriteFile(path, []byte(`{"schema":"capbench.run/v0"}`), 0o644)).To(Succeed())
+		_, err = harness.ReadJSON(path)
+		Expect(err).To(MatchError(ContainSubstring(`want "capbench.run/v1"`)))
+		_, err = harness.ReadJSON(filepath.Join(dir, "missing.json"))
+		Expect(err).To(HaveOccurred())
+	})
+})
+
+var _ = Describe("the collector", func() {
+	It("refuses to run without a token source", func(ctx SpecContext) {
+		_, err := (&harness.Collector{}).Collect(ctx, []harness.Task{{RolloutID: "x"}})
+		Expect(err).To(MatchError(harness.ErrNoSource))
+	})
+})
+
+var _ = Describe("the external backend", Label("fake"), func() {
+	It("runs a scenario against an already running proxy and its capture directory", func(ctx SpecContext) {
+		sc, err := scenarios.Lookup("single-chain/stream")
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		running, err := env.Start(context.WithoutCancel(ctx), env.Spec{Server: sc.Server, CaptureDir: dir})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(running.Close)
+
+		s, err := harness.NewSession(harness.Options{Backend: env.External, OutDir: GinkgoT().TempDir(),
+			ProxyURL: running.ProxyURL(), VLLMURL: running.VLLMURL(), CaptureDir: dir})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(s.Close)
+		res := s.Scenario(ctx, sc)
+		Expect(res).To(MatchItsExpectation())
+		Expect(res).To(BeCapturedExactly())
+	}, SpecTimeout(30*time.Second))
+
+	It("skips a store fault it cannot inject behind an external proxy", func(ctx SpecContext) {
+		sc, err := scenarios.Lookup("capture-write-failure")
+		Expect(err).NotTo(HaveOccurred())
+		s, err := harness.NewSession(harness.Options{Backend: env.External, OutDir: GinkgoT().TempDir(),
+			ProxyURL: "http://127.0.0.1:1", CaptureDir: GinkgoT().TempDir()})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(s.Close)
+		res := s.Scenario(ctx, sc)
+		Expect(res.Status).To(Equal(harness.StatusSkip))
+		Expect(res.SkipReason).To(ContainSubstring("store faults need the proxy in this process"))
+	})
+
+	It("refuses an external proxy without its capture directory", func(ctx SpecContext) {
+		_, err := env.Start(ctx, env.Spec{Backend: env.External, ProxyURL: "http://127.0.0.1:1"})
+		Expect(err).To(MatchError(env.ErrInvalidSpec))
+	})
+
+	It("refuses unknown backends by name", func() {
+		_, err := env.ParseBackend("kubernetes")
+		Expect(err).To(MatchError(ContainSubstring("inprocess, process, container, vllm, external")))
+	})
+})
