@@ -445,8 +445,7 @@ func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool
 					return false, nil, err
 				}
 			}
-			return false, nil, fmt.Errorf("%w: %s: model call id %q has conflicting durable payloads",
-				ErrConflict, id, e.ModelCallID)
+			return false, nil, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
 		}
 		pending[e.ModelCallID] = digest
 		read.entries = append(read.entries, e)

@@ -56,6 +56,21 @@ func validateCallID(id string) error {
 	return nil
 }
 
+// DurableConflictError reports two durable lines of one rollout that carry
+// the same call id with different payloads (a writer that bypassed the
+// index, such as an at-least-once transport). Its text is the one NeMo Gym's
+// store raises, because consumers persist it as the rollout's error.
+type DurableConflictError struct {
+	RolloutID, CallID string
+}
+
+func (e *DurableConflictError) Error() string {
+	return fmt.Sprintf("Model call id '%s' has conflicting durable payloads for rollout '%s'", e.CallID, e.RolloutID)
+}
+
+// Unwrap makes the error match ErrConflict.
+func (e *DurableConflictError) Unwrap() error { return ErrConflict }
+
 // Snapshot is the frozen content of one rollout.
 type Snapshot struct {
 	RolloutID  string
