@@ -12,8 +12,10 @@ BENCHTIME     ?= 1s
 
 all: build
 
+# Static, so the same binary also runs in the FROM-scratch image and the
+# container backend of `capbench run` can use it from anywhere.
 build:
-	$(GO) build -o $(BIN) ./cmd/capbench
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/capbench
 
 # All tests, Ginkgo suites included (they run through go test).
 test:

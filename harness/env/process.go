@@ -1,6 +1,7 @@
 package env
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
@@ -31,7 +32,8 @@ func BuildBinary(ctx context.Context, dir string, static bool) (string, error) {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=0", "GOOS=linux")
 	}
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w: %s", MainPackage, err, msg)
+		return "", fmt.Errorf("go build %s: %w: %s (run from the capbench repository, or pass a prebuilt binary: "+
+			"`make build` makes a static one in bin/capbench)", MainPackage, err, bytes.TrimSpace(msg))
 	}
 	return out, nil
 }
