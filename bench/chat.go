@@ -28,6 +28,7 @@ type ChatTarget struct {
 	Header http.Header
 	// BaseURLFor, when set, gives the base URL of each request (for example a
 	// fresh rollout id per request); BaseURL is then only checked for presence.
+	// Every worker goroutine calls it, so it must be safe for concurrent use.
 	BaseURLFor func() string
 }
 
@@ -96,7 +97,7 @@ func ChatRequest(client *http.Client, t ChatTarget) (Do, error) {
 		if err != nil {
 			return Sample{}, err
 		}
-		defer resp.Body.Close()
+		defer closeBody(resp.Body)
 		if resp.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			return Sample{}, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
@@ -173,4 +174,18 @@ func readChatStream(r io.Reader, start time.Time) (Sample, error) {
 		s.Tokens = chunks
 	}
 	return s, nil
+}
+
+// maxDrain bounds what closeBody reads past the reply; a longer tail costs a
+// new connection instead of unbounded reading.
+const maxDrain = 64 << 10
+
+// closeBody reads the rest of a reply before closing it. The transport only
+// reuses a connection whose body reached EOF, and a reader that stops at the
+// JSON value's end or at [DONE] usually has not seen the chunked terminator
+// yet; without the drain every request would pay for a new connection and
+// the benchmark would measure connection setup.
+func closeBody(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+	_ = body.Close()
 }

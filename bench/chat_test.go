@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -99,4 +103,68 @@ var _ = Describe("ChatRequest", func() {
 		Entry("no URL", bench.ChatTarget{MaxTokens: 1}, "base URL"),
 		Entry("no tokens", bench.ChatTarget{BaseURL: "http://127.0.0.1:1"}, "MaxTokens"),
 	)
+
+	// A server that flushes the end of the reply before the end of the body,
+	// as vLLM does: the chunked terminator arrives after the client has what
+	// it needs. The connection is reused only if the client reads to EOF.
+	DescribeTable("keeps one connection for a closed loop even when the body ends after the reply",
+		func(ctx SpecContext, stream bool) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+				} else {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, `{"usage":{"completion_tokens":3}}`)
+				}
+				w.(http.Flusher).Flush()
+				time.Sleep(time.Millisecond)
+				if !stream {
+					fmt.Fprint(w, "\n")
+				}
+			}))
+			var conns atomic.Int64
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			DeferCleanup(srv.Close)
+			do, err := bench.ChatRequest(bench.NewHTTPClient(1), bench.ChatTarget{BaseURL: srv.URL, MaxTokens: 4, Stream: stream})
+			Expect(err).NotTo(HaveOccurred())
+			r, err := bench.Run(ctx, bench.Config{Concurrency: 1, Requests: 20}, do)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(r.Errors).To(BeZero(), r.FirstError)
+			Expect(r.Requests).To(Equal(20))
+			Expect(conns.Load()).To(BeEquivalentTo(1), "every request opened a new connection")
+		},
+		Entry("JSON reply", false),
+		Entry("stream", true),
+	)
+
+	It("does not count a stream cut off by the end of a timed run as a failure", func(ctx SpecContext) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for {
+				if _, err := fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}))
+		DeferCleanup(srv.Close)
+		do, err := bench.ChatRequest(bench.NewHTTPClient(4), bench.ChatTarget{BaseURL: srv.URL, MaxTokens: 4, Stream: true})
+		Expect(err).NotTo(HaveOccurred())
+		r, err := bench.Run(ctx, bench.Config{Concurrency: 4, Duration: 50 * time.Millisecond}, do)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.Errors).To(BeZero(), r.FirstError)
+		Expect(r.Requests).To(BeZero(), "no stream ever finished")
+	})
 })

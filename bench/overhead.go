@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,13 +69,22 @@ func Overhead(ctx context.Context, cfg OverheadConfig) (*OverheadResult, error) 
 	defer fake.Close()
 
 	var (
-		st        proxy.Store
-		storeName = "memory"
-		countPuts func() (int, error)
+		st            proxy.Store
+		storeName     = "memory"
+		countRollouts func() (int, error)
 	)
 	if cfg.CaptureDir != "" {
 		if err := os.MkdirAll(cfg.CaptureDir, 0o755); err != nil {
 			return nil, fmt.Errorf("bench: capture dir: %w", err)
+		}
+		// Captured-all compares the store's rollout count with the requests
+		// sent, so rollouts left by an earlier run would make it meaningless.
+		entries, err := os.ReadDir(cfg.CaptureDir)
+		if err != nil {
+			return nil, fmt.Errorf("bench: capture dir: %w", err)
+		}
+		if len(entries) > 0 {
+			return nil, fmt.Errorf("bench: capture dir %s is not empty (%d entries); give an empty or new directory so every rollout counted is one this run sent", cfg.CaptureDir, len(entries))
 		}
 		fs, err := store.NewFileStore(cfg.CaptureDir)
 		if err != nil {
@@ -84,14 +92,14 @@ func Overhead(ctx context.Context, cfg OverheadConfig) (*OverheadResult, error) 
 		}
 		defer fs.Close()
 		st, storeName = fs, "file"
-		countPuts = func() (int, error) {
+		countRollouts = func() (int, error) {
 			ids, err := fs.Rollouts(ctx)
 			return len(ids), err
 		}
 	} else {
 		ms := store.NewMemoryStore()
 		st = ms
-		countPuts = func() (int, error) {
+		countRollouts = func() (int, error) {
 			ids, err := ms.Rollouts(ctx)
 			return len(ids), err
 		}
@@ -150,11 +158,12 @@ func Overhead(ctx context.Context, cfg OverheadConfig) (*OverheadResult, error) 
 		res.Direct = append(res.Direct, d)
 		res.Proxy = append(res.Proxy, p)
 	}
-	n, err := countPuts()
+	n, err := countRollouts()
 	if err != nil {
 		return nil, fmt.Errorf("bench: count captured rollouts: %w", err)
 	}
-	res.CapturedAll = n == warm+cfg.Rounds*cfg.Requests
+	sent := warm + cfg.Rounds*cfg.Requests
+	res.CapturedAll = n == sent
 	res.DirectP50 = medianOf(res.Direct, func(r Result) float64 { return r.Latency.P50 })
 	res.ProxyP50 = medianOf(res.Proxy, func(r Result) float64 { return r.Latency.P50 })
 	res.AddedP50 = res.ProxyP50 - res.DirectP50
@@ -162,7 +171,7 @@ func Overhead(ctx context.Context, cfg OverheadConfig) (*OverheadResult, error) 
 		res.Throughput = medianOf(res.Proxy, func(r Result) float64 { return r.RequestsPerS }) / d
 	}
 	if !res.CapturedAll {
-		return res, errors.New("bench: the store holds fewer rollouts than requests sent through the proxy")
+		return res, fmt.Errorf("bench: the store holds %d rollouts but %d requests went through the proxy, each with its own rollout id", n, sent)
 	}
 	return res, nil
 }

@@ -1,6 +1,9 @@
 package bench_test
 
 import (
+	"os"
+	"path/filepath"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -41,5 +44,20 @@ var _ = Describe("Overhead", func() {
 		Expect(err).To(MatchError(ContainSubstring("Rounds")))
 		_, err = bench.Overhead(ctx, bench.OverheadConfig{Concurrency: 1, Rounds: 1})
 		Expect(err).To(MatchError(ContainSubstring("Requests")))
+	})
+
+	It("refuses a capture directory that already holds files, and leaves them alone", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		old := filepath.Join(dir, "ovh-1.tokens.jsonl")
+		Expect(os.WriteFile(old, []byte("earlier run\n"), 0o644)).To(Succeed())
+		_, err := bench.Overhead(ctx, bench.OverheadConfig{Concurrency: 1, Requests: 1, Rounds: 1, MaxTokens: 4, CaptureDir: dir})
+		Expect(err).To(MatchError(ContainSubstring("not empty")))
+		Expect(err).To(MatchError(ContainSubstring(dir)))
+		b, err := os.ReadFile(old)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(Equal("earlier run\n"))
+		entries, err := os.ReadDir(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(entries).To(HaveLen(1))
 	})
 })

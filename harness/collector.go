@@ -65,6 +65,10 @@ type Collector struct {
 // ErrNoSource is returned when the collector has no token source.
 var ErrNoSource = errors.New("collector has no token source")
 
+// ErrNoRecord is a task's RunErr when its agent run reported success but
+// handed back no record to finalize.
+var ErrNoRecord = errors.New("agent run returned no record")
+
 // Collect runs every task and returns their outcomes in task order.
 func (c *Collector) Collect(ctx context.Context, tasks []Task) ([]Collected, error) {
 	if c.Source == nil {
@@ -99,6 +103,11 @@ func (c *Collector) one(ctx context.Context, t Task) Collected {
 	start := time.Now()
 	res, err := t.Run(ctx)
 	col.AgentTime = time.Since(start)
+	if err == nil && (res == nil || res.Record == nil) {
+		// Finalizing a missing record would panic on the nil map; with nothing
+		// to deliver, the rollout is a failed run, not a crash of the batch.
+		err = ErrNoRecord
+	}
 	if err != nil {
 		col.RunErr = err
 		return col

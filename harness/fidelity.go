@@ -54,7 +54,8 @@ func promptKey(ids []int) string {
 }
 
 // CheckFidelity compares every captured call of snap with the fake's ledger
-// (matched by prompt ids; token ids equal and log-probs equal bit for bit)
+// (matched by prompt ids, each ledger generation to at most one call; token
+// ids equal and log-probs equal bit for bit)
 // and checks that the rebuilt response is prefix-contiguous.
 func CheckFidelity(snap *store.Snapshot, ledger []env.LedgerEntry, rebuilt map[string]any) Fidelity {
 	f := Fidelity{Checked: true, PrefixContiguous: true}
@@ -66,30 +67,48 @@ func CheckFidelity(snap *store.Snapshot, ledger []env.LedgerEntry, rebuilt map[s
 		k := promptKey(l.PromptTokenIDs)
 		byPrompt[k] = append(byPrompt[k], l)
 	}
+	usedByPrompt := map[string][]bool{}
 	for _, e := range snap.Entries {
 		f.Calls++
 		if e.PromptIsDelta {
 			f.Problems = append(f.Problems, fmt.Sprintf("call %s: delta record, prompt not comparable", e.ModelCallID))
 			continue
 		}
-		cands := byPrompt[promptKey(e.PromptTokenIDs)]
+		key := promptKey(e.PromptTokenIDs)
+		cands := byPrompt[key]
+		// Each ledger generation backs at most one captured call, so a
+		// duplicated record cannot pass as exact.
+		used := usedByPrompt[key]
+		if used == nil {
+			used = make([]bool, len(cands))
+			usedByPrompt[key] = used
+		}
 		if len(cands) == 0 {
 			f.Problems = append(f.Problems, fmt.Sprintf("call %s: no ledger generation has this %d-token prompt", e.ModelCallID, len(e.PromptTokenIDs)))
 			continue
 		}
 		var why string
 		matched := false
-		for _, l := range cands {
+		for i, l := range cands {
+			if used[i] {
+				continue
+			}
 			if d := diffGeneration(e.GenerationTokenIDs, e.GenerationLogProbs, l); d == "" {
 				matched = true
+				used[i] = true
 				break
 			} else if why == "" {
 				why = d
 			}
 		}
-		if matched {
+		switch {
+		case matched:
 			f.Matched++
-		} else {
+		case why == "":
+			// Every equal generation already backs another captured call:
+			// the proxy recorded one generation twice.
+			f.Problems = append(f.Problems, fmt.Sprintf("call %s: its generation is already matched by another captured call (recorded twice?)", e.ModelCallID))
+		default:
 			f.Problems = append(f.Problems, fmt.Sprintf("call %s: %s", e.ModelCallID, why))
 		}
 	}

@@ -382,19 +382,34 @@ func Run(ctx context.Context, scs []scenarios.Scenario, opts Options) (*RunResul
 // ResultFileName is the JSON result inside the out dir.
 const ResultFileName = "result.json"
 
-// WriteJSON writes the versioned JSON result atomically.
+// WriteJSON writes the versioned JSON result atomically and durably: a
+// private temp file in the same directory, synced, then renamed over path,
+// so a reader (or a crash) sees the old result or the new one, never half of
+// one, and concurrent writers cannot interleave in a shared temp file.
 func WriteJSON(path string, r *RunResult) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write result: %w", err)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write result %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(append(b, '\n'))
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write result %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write result %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("write result: %w", err)
+		return fmt.Errorf("write result %s: %w", path, err)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +18,7 @@ import (
 	"github.com/capbench/capbench/harness/env"
 	. "github.com/capbench/capbench/harness/matchers"
 	"github.com/capbench/capbench/scenarios"
+	"github.com/capbench/capbench/scenarios/agent"
 )
 
 func snapshotOf(entries ...*record.Entry) *store.Snapshot {
@@ -61,6 +64,26 @@ var _ = Describe("fidelity", func() {
 				map[string]any{"prompt_token_ids": []any{1.0, 2.0, 3.0, 9.0, 7.0}, "generation_token_ids": []any{5.0}},
 			}}, "prompt differs from the previous prompt+generation at token 3"),
 	)
+
+	It("does not let one generation back two captured calls", func() {
+		f := harness.CheckFidelity(snapshotOf(
+			entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+			entry("dup", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+		), ledger, nil)
+		Expect(f.OK()).To(BeFalse())
+		Expect(f.Summary()).To(Equal("BROKEN 1/2"))
+		Expect(f.Problems).To(ConsistOf(ContainSubstring("call dup: its generation is already matched")))
+	})
+
+	It("matches two identical generations (a retry) to two ledger entries", func() {
+		twice := append(append([]env.LedgerEntry{}, ledger...), ledger[0])
+		f := harness.CheckFidelity(snapshotOf(
+			entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+			entry("retry", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25}),
+		), twice, nil)
+		Expect(f.OK()).To(BeTrue(), "%v", f.Problems)
+		Expect(f.Summary()).To(Equal("exact 2/2"))
+	})
 
 	It("is unchecked without a snapshot", func() {
 		f := harness.CheckFidelity(nil, ledger, nil)
@@ -111,10 +134,56 @@ var _ = Describe("the versioned JSON result", func() {
 	})
 })
 
+var _ = Describe("writing the JSON result", func() {
+	It("lets concurrent writers of one path each land a whole result", func() {
+		path := filepath.Join(GinkgoT().TempDir(), "result.json")
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Go(func() {
+				r := &harness.RunResult{Schema: harness.ResultSchema, Backend: fmt.Sprint("writer-", i)}
+				errs[i] = harness.WriteJSON(path, r)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			Expect(err).NotTo(HaveOccurred(), "writer %d", i)
+		}
+		back, err := harness.ReadJSON(path)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Backend).To(HavePrefix("writer-"))
+		left, err := os.ReadDir(filepath.Dir(path))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(left).To(HaveLen(1), "no temp file is left behind")
+	})
+
+	It("fails with the path named, and leaves nothing, when the directory is missing", func() {
+		path := filepath.Join(GinkgoT().TempDir(), "missing", "result.json")
+		err := harness.WriteJSON(path, &harness.RunResult{Schema: harness.ResultSchema})
+		Expect(err).To(MatchError(ContainSubstring(path)))
+		Expect(err).To(MatchError(os.ErrNotExist))
+	})
+})
+
 var _ = Describe("the collector", func() {
 	It("refuses to run without a token source", func(ctx SpecContext) {
 		_, err := (&harness.Collector{}).Collect(ctx, []harness.Task{{RolloutID: "x"}})
 		Expect(err).To(MatchError(harness.ErrNoSource))
+	})
+
+	It("reports a run that returned no record as a failed run, not a crash", func(ctx SpecContext) {
+		col := &harness.Collector{Source: store.NewMemoryStore()}
+		got, err := col.Collect(ctx, []harness.Task{
+			{RolloutID: "nil-result", Run: func(context.Context) (*agent.Result, error) { return nil, nil }},
+			{RolloutID: "nil-record", Run: func(context.Context) (*agent.Result, error) { return &agent.Result{}, nil }},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(HaveLen(2))
+		for _, c := range got {
+			Expect(c.RunErr).To(MatchError(harness.ErrNoRecord), c.RolloutID)
+			Expect(c.Record).To(BeNil())
+			Expect(harness.Verdict(c).AgentError).To(ContainSubstring("no record"))
+		}
 	})
 })
 

@@ -45,6 +45,12 @@ func GotLine(s harness.ScenarioResult) string {
 	return strings.Join(parts, " ")
 }
 
+// oneLine keeps a console row on one line: a note may carry an agent's
+// multi-line error text, and a tab would shift the table's columns.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s)
+}
+
 func compact(s string) string { return strings.ReplaceAll(s, " ", "") }
 
 // Table writes the summary table (scenario, expected, got, fidelity).
@@ -69,7 +75,7 @@ func Table(w io.Writer, r *harness.RunResult) error {
 			got = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%.0f\t%s\n", strings.ToUpper(string(s.Status)), s.Name,
-			s.Expected.MaskSample, got, s.Fidelity.Summary(), s.Timings.TotalMS, truncate(note, 110))
+			s.Expected.MaskSample, got, s.Fidelity.Summary(), s.Timings.TotalMS, truncate(oneLine(note), 110))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -79,11 +85,15 @@ func Table(w io.Writer, r *harness.RunResult) error {
 	return err
 }
 
+// truncate shortens s to at most n runes; cutting by bytes could split a
+// multi-byte character (mismatch texts quote agent output) and leave the
+// report invalid UTF-8.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string(r[:n-1]) + "…"
 }
 
 // Markdown writes a readable report.
@@ -91,7 +101,7 @@ func Markdown(w io.Writer, r *harness.RunResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# capbench run\n\n")
 	fmt.Fprintf(&b, "- schema: `%s`\n- backend: `%s`\n- started: %s\n- wall time: %.1f s\n",
-		r.Schema, r.Backend, r.StartedAt.Format("2006-01-02 15:04:05 UTC"), r.WallMS/1000)
+		r.Schema, r.Backend, r.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"), r.WallMS/1000)
 	if r.RolloutsFile != "" {
 		fmt.Fprintf(&b, "- records: `%s`\n", r.RolloutsFile)
 	}
@@ -138,5 +148,5 @@ func statusIcon(s harness.Status) string {
 }
 
 func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+	return strings.NewReplacer("|", `\|`, "\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }

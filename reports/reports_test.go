@@ -3,6 +3,7 @@ package reports_test
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -66,5 +67,47 @@ var _ = Describe("the Markdown report", func() {
 		var b strings.Builder
 		Expect(reports.Markdown(&b, r)).To(Succeed())
 		Expect(b.String()).To(ContainSubstring(`error="a\|b"`))
+	})
+})
+
+var _ = Describe("long and multi-line notes", func() {
+	It("cut a long note on a character boundary and keep each row on one line", func() {
+		r := sample()
+		// 108 ASCII bytes then multi-byte runes: a byte cut at 109 would
+		// split the first "é".
+		r.Scenarios[1].Mismatches = []string{strings.Repeat("x", 108) + strings.Repeat("é", 20)}
+		r.Scenarios[2].SkipReason = "line one\nline\ttwo"
+		var b strings.Builder
+		Expect(reports.Table(&b, r)).To(Succeed())
+		out := b.String()
+		Expect(utf8.ValidString(out)).To(BeTrue(), out)
+		Expect(out).To(ContainSubstring(strings.Repeat("x", 108) + "é…"))
+		Expect(out).To(ContainSubstring("line one line two"))
+		var rows []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "PASS") || strings.HasPrefix(l, "FAIL") || strings.HasPrefix(l, "SKIP") {
+				rows = append(rows, l)
+			}
+		}
+		Expect(rows).To(HaveLen(3))
+	})
+
+	It("keep a Markdown detail line on one line whatever the line endings", func() {
+		r := sample()
+		r.Scenarios[1].Got.AgentError = "first\r\nsecond\rthird"
+		var b strings.Builder
+		Expect(reports.Markdown(&b, r)).To(Succeed())
+		Expect(b.String()).To(ContainSubstring("- agent error: first second third\n"))
+		Expect(b.String()).NotTo(ContainSubstring("\r"))
+	})
+})
+
+var _ = Describe("the start time", func() {
+	It("is printed in UTC, as labelled, whatever zone the result carries", func() {
+		r := sample()
+		r.StartedAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("UTC+2", 2*3600))
+		var b strings.Builder
+		Expect(reports.Markdown(&b, r)).To(Succeed())
+		Expect(b.String()).To(ContainSubstring("- started: 2026-01-02 01:04:05 UTC\n"))
 	})
 })

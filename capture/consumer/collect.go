@@ -106,6 +106,12 @@ func decodeRollout(line []byte) (Rollout, error) {
 	if rec == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
+	// Decode reads one value; anything after it on the line would be
+	// dropped from the rewritten file without a word.
+	end := dec.InputOffset()
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not a single JSON object: content follows it at byte %d", end)
+	}
 	return rec, nil
 }
 

@@ -111,6 +111,24 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 		Expect(jsonLines(b)).To(HaveLen(1))
 	})
 
+	It("refuses a line that holds more than one JSON value instead of dropping the rest", func() {
+		src := store.NewMemoryStore()
+		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
+		w, err := consumer.CreateWriter(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		in := strings.NewReader("{\"_ng_rollout_id\":\"x-1\"}{\"_ng_rollout_id\":\"x-2\"}\n")
+		sum, err := consumer.FinalizeRollouts(context.Background(), in, w, src, consumer.DefaultOptions(), nil)
+		Expect(err).To(MatchError(And(ContainSubstring("rollouts line 1"), ContainSubstring("content follows it at byte 24"))))
+		Expect(sum.Records).To(BeZero())
+		Expect(w.Close()).To(Succeed())
+		b, err := os.ReadFile(outPath)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b).To(BeEmpty(), "nothing half-written")
+
+		_, err = consumer.FindRollout(strings.NewReader("{\"_ng_rollout_id\":\"x-1\"} 7\n"), "x-1")
+		Expect(err).To(MatchError(ContainSubstring("rollouts line 1")))
+	})
+
 	It("aborts when the kill switch trips, after writing the tripping record", func() {
 		src := store.NewMemoryStore()
 		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")

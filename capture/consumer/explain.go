@@ -3,6 +3,8 @@ package consumer
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/capbench/capbench/capture/consumer/attribution"
@@ -123,7 +125,7 @@ func Explain(w io.Writer, r *Result) error {
 	}
 	if len(r.Metrics.ParentLinkFailures) > 0 {
 		parts := make([]string, 0, len(r.Metrics.ParentLinkFailures))
-		for _, k := range sortedKeys(r.Metrics.ParentLinkFailures) {
+		for _, k := range slices.Sorted(maps.Keys(r.Metrics.ParentLinkFailures)) {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, r.Metrics.ParentLinkFailures[k]))
 		}
 		fmt.Fprintf(&b, "parent link failures: %s\n", strings.Join(parts, ", "))
@@ -200,17 +202,4 @@ func describeReason(step string) string {
 		return "other witnesses agreed"
 	}
 	return "unrecognised reason"
-}
-
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -37,25 +39,89 @@ type callCtx struct {
 // arrays: a parent's cumulative tokens are materialised from the entries
 // read for that one decision.
 type rolloutLineage struct {
-	mu      sync.Mutex
-	index   *lineage.Index
-	indexed map[string]struct{}
+	mu       sync.Mutex
+	index    *lineage.Index
+	indexed  map[string]struct{}
+	lastUsed atomic.Int64 // unix nanoseconds of the latest call
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
+	now := time.Now().UnixNano()
 	if v, ok := p.rollouts.Load(rolloutID); ok {
-		return v.(*rolloutLineage)
+		rl := v.(*rolloutLineage)
+		rl.lastUsed.Store(now)
+		return rl
 	}
-	v, _ := p.rollouts.LoadOrStore(rolloutID, &rolloutLineage{index: lineage.NewIndex(), indexed: map[string]struct{}{}})
-	return v.(*rolloutLineage)
+	fresh := &rolloutLineage{index: lineage.NewIndex(), indexed: map[string]struct{}{}}
+	fresh.lastUsed.Store(now)
+	v, loaded := p.rollouts.LoadOrStore(rolloutID, fresh)
+	rl := v.(*rolloutLineage)
+	if loaded {
+		rl.lastUsed.Store(now)
+		return rl
+	}
+	n := p.tracked.Add(1)
+	p.metrics.trackedRollouts.Set(float64(n))
+	if n > int64(p.opts.MaxTrackedRollouts) {
+		p.evictLeastRecentlyUsed(rolloutID)
+	}
+	return rl
+}
+
+// evictLeastRecentlyUsed drops the index of the rollout whose latest call is
+// the oldest, other than keep. A call still holding the dropped index only
+// loses its own indexing; the store keeps its record, and the rollout's next
+// call re-indexes from the store.
+func (p *Proxy) evictLeastRecentlyUsed(keep string) {
+	var victim string
+	oldest := int64(math.MaxInt64)
+	p.rollouts.Range(func(k, v any) bool {
+		id, _ := k.(string)
+		rl, _ := v.(*rolloutLineage)
+		if id == keep || rl == nil {
+			return true
+		}
+		if t := rl.lastUsed.Load(); t < oldest {
+			victim, oldest = id, t
+		}
+		return true
+	})
+	if victim != "" {
+		p.drop(victim)
+	}
+}
+
+// drop removes a rollout's index, once.
+func (p *Proxy) drop(rolloutID string) {
+	if _, ok := p.rollouts.LoadAndDelete(rolloutID); ok {
+		p.metrics.trackedRollouts.Set(float64(p.tracked.Add(-1)))
+	}
 }
 
 // forget drops a rollout's index once the store refuses it (frozen or
 // retired): no later call of that rollout can be captured.
 func (p *Proxy) forget(rolloutID string, err error) {
 	if errors.Is(err, store.ErrFrozen) || errors.Is(err, store.ErrRetired) {
-		p.rollouts.Delete(rolloutID)
+		p.drop(rolloutID)
 	}
+}
+
+// indexesGone reports whether some indexed call is missing from entries,
+// the rollout's records as the store holds them now. Caller holds rl.mu.
+func (rl *rolloutLineage) indexesGone(entries []*record.Entry) bool {
+	if len(rl.indexed) == 0 {
+		return false
+	}
+	inStore := make(map[string]struct{}, len(entries))
+	for _, e := range entries {
+		inStore[e.ModelCallID] = struct{}{}
+	}
+	for id := range rl.indexed {
+		if _, ok := inStore[id]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // add indexes a committed entry once. Caller holds rl.mu.
@@ -133,7 +199,8 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 		return // the decision is already UNRESOLVED lookup_error
 	}
 	var entries []*record.Entry
-	if mayContinue(cc.items) {
+	read := mayContinue(cc.items)
+	if read {
 		start := time.Now()
 		var err error
 		entries, err = p.opts.Store.ReadEntries(ctx, cc.rt.RolloutID)
@@ -145,6 +212,13 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 		}
 	}
 	rl.mu.Lock()
+	if read && rl.indexesGone(entries) {
+		// The store no longer holds a call the index has: the rollout was
+		// deleted (or dropped) and its id is being reused. Stale nodes would
+		// match the new conversation's identical turns and resolve to calls
+		// that no longer exist, so the index is rebuilt from the store.
+		rl.index, rl.indexed = lineage.NewIndex(), map[string]struct{}{}
+	}
 	// Other processes may write the same rollout: index what they added.
 	if len(entries) != len(rl.indexed) {
 		for _, e := range entries {

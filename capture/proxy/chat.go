@@ -11,12 +11,12 @@ import (
 // handleChat serves /v1/chat/completions on the capture path.
 func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	if _, ok := body["messages"].([]any); !ok {
-		writeOpenAIError(w, http.StatusBadRequest, "", "messages must be a list of message objects")
+		writeOpenAIError(w, http.StatusBadRequest, "messages must be a list of message objects")
 		return
 	}
 	if cc.capture {
 		if err := checkN(body); err != nil {
-			writeOpenAIError(w, http.StatusBadRequest, "", err.Error())
+			writeOpenAIError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 	}

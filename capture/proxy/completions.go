@@ -15,11 +15,11 @@ import (
 func (p *Proxy) handleCompletions(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	prompt, ok := body["prompt"].(string)
 	if !ok {
-		writeOpenAIError(w, http.StatusBadRequest, "", "prompt must be a single string when capturing training tokens")
+		writeOpenAIError(w, http.StatusBadRequest, "prompt must be a single string when capturing training tokens")
 		return
 	}
 	if err := checkN(body); err != nil {
-		writeOpenAIError(w, http.StatusBadRequest, "", err.Error())
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	stream := streamRequested(body)

@@ -36,12 +36,12 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, errw errorWrite
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		errw(w, http.StatusRequestEntityTooLarge, "request_too_large",
+		errw(w, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("request body exceeds the proxy's limit of %d bytes", p.opts.MaxBodyBytes))
 		return nil, false
 	}
 	if err != nil {
-		errw(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
+		errw(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return nil, false
 	}
 	return raw, true
@@ -83,13 +83,13 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		if len(p.opts.SamplingOverrides) > 0 || p.opts.Model != "" {
 			body, err := decodeObject(raw)
 			if err != nil {
-				errw(sw, http.StatusBadRequest, "invalid_request_error", "request body is not a JSON object: "+err.Error())
+				errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 				return
 			}
 			p.applyOverrides(body, rt.APIPath == pathCompletions)
 			p.overrideModel(body)
 			if raw, err = json.Marshal(body); err != nil {
-				errw(sw, http.StatusInternalServerError, "api_error", err.Error())
+				errw(sw, http.StatusInternalServerError, err.Error())
 				return
 			}
 		}
@@ -98,7 +98,7 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	body, err := decodeObject(raw)
 	if err != nil {
-		errw(sw, http.StatusBadRequest, "invalid_request_error", "request body is not a JSON object: "+err.Error())
+		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
 	}
 	switch rt.APIPath {
@@ -178,7 +178,7 @@ func sseHeaders(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// isString reports a non-empty string value.
+// nonEmptyString returns v as a string when it is one and not empty.
 func nonEmptyString(v any) (string, bool) {
 	s, ok := v.(string)
 	return s, ok && s != ""

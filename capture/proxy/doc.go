@@ -50,5 +50,9 @@
 //     store: the call is forwarded, counted in the metrics and logged with its
 //     rollout id, minted call id, status and duration.
 //   - Per rollout the proxy keeps only lineage index nodes (no token arrays),
-//     dropped once the store answers frozen or retired for that rollout.
+//     dropped once the store answers frozen or retired for that rollout, and
+//     at most Options.MaxTrackedRollouts of them (least recently used
+//     dropped first; a dropped index is rebuilt from the store). An index
+//     is also rebuilt when the store no longer holds a call it has, as when
+//     a deleted rollout's id is reused.
 package proxy

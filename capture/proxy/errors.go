@@ -49,7 +49,7 @@ func openAIErrorType(status int) string {
 }
 
 // writeOpenAIError answers in the OpenAI/vLLM error envelope.
-func writeOpenAIError(w http.ResponseWriter, status int, _ string, message string) {
+func writeOpenAIError(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{
 		"message": message, "type": openAIErrorType(status), "param": nil, "code": status,
 	}})
@@ -57,12 +57,13 @@ func writeOpenAIError(w http.ResponseWriter, status int, _ string, message strin
 
 // writeAnthropicError answers in Anthropic's error envelope; the type is
 // derived from the status (vllm-fidelity §8.4).
-func writeAnthropicError(w http.ResponseWriter, status int, _ string, message string) {
+func writeAnthropicError(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, anthropic.ErrorBody(status, message))
 }
 
-// errorWriter is one of the two envelope writers.
-type errorWriter func(w http.ResponseWriter, status int, errType, message string)
+// errorWriter is one of the two envelope writers; each derives the error
+// type from the status, the way its API names it.
+type errorWriter func(w http.ResponseWriter, status int, message string)
 
 // writeExchangeError reports a failed upstream exchange to the client:
 // upstream errors keep their status (and, for the OpenAI dialects, their
@@ -80,13 +81,13 @@ func writeExchangeError(w http.ResponseWriter, err error, errw errorWriter, pass
 			_, _ = w.Write(ue.Body)
 			return
 		}
-		errw(w, ue.Status, "", ue.message())
+		errw(w, ue.Status, ue.message())
 		return
 	}
 	var be *beginError
 	if errors.As(err, &be) {
-		errw(w, be.status(), "", be.Error())
+		errw(w, be.status(), be.Error())
 		return
 	}
-	errw(w, http.StatusBadGateway, "", err.Error())
+	errw(w, http.StatusBadGateway, err.Error())
 }

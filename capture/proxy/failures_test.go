@@ -4,9 +4,11 @@ import (
 	"context"
 	"net"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/record"
@@ -145,6 +147,21 @@ var _ = Describe("failure rules and bad input", func() {
 		Expect(incomplete(ctx, st, "f1")).To(BeTrue())
 	})
 
+	It("survives an upstream reply whose tool_calls are all malformed on the Responses route", func(ctx SpecContext) {
+		up.script(stubReply{RawToolCalls: []any{1, "x"}})
+		body := mustJSON(map[string]any{"input": "q"})
+		r := do(ctx, "POST", p.URL()+"/ng-rollout/f1/training-token-capture/v1/responses", body, nil)
+		Expect(r.Status).To(Equal(200), string(r.Body))
+		out, ok := r.JSON()["output"].([]any)
+		Expect(ok).To(BeTrue())
+		Expect(out).To(HaveLen(1))
+		Expect(out[0]).To(HaveKeyWithValue("type", "message"))
+		es := entries(ctx, st, "f1")
+		Expect(es).To(HaveLen(1))
+		Expect(es[0].GenerationTokenIDs).NotTo(BeEmpty())
+		Expect(incomplete(ctx, st, "f1")).To(BeFalse())
+	})
+
 	It("fails the call before generation when begin_call fails", func(ctx SpecContext) {
 		_, err := st.Freeze(ctx, "f1")
 		Expect(err).NotTo(HaveOccurred())
@@ -199,5 +216,96 @@ var _ = Describe("failure rules and bad input", func() {
 			}
 			Expect(incomplete(ctx, st, "f1")).To(BeFalse())
 		})
+	})
+})
+
+var _ = Describe("closing the proxy", func() {
+	It("leaves no upstream keep-alive connection (nor its goroutines) behind", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		baseline := goleak.IgnoreCurrent()
+		p, err := proxy.New(proxy.Options{Upstream: up.URL(), Store: store.NewMemoryStore()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Start(ctx)).To(Succeed())
+		body := mustJSON(map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+		Expect(do(ctx, "POST", p.URL()+"/ng-rollout/c1/training-token-capture/v1/chat/completions", body, nil).Status).To(Equal(200))
+		Expect(up.generations()).To(HaveLen(1), "an upstream connection must have been opened for this check to mean anything")
+		Expect(p.Close()).To(Succeed())
+		Eventually(func() error { return goleak.Find(baseline) }).WithTimeout(3 * time.Second).Should(Succeed())
+	})
+})
+
+var _ = Describe("the lineage indexes a proxy keeps", func() {
+	trackedRollouts := func(p *proxy.Proxy) float64 {
+		families, err := p.Registry().Gather()
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		for _, f := range families {
+			if f.GetName() == "capbench_proxy_tracked_rollouts" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		Fail("no capbench_proxy_tracked_rollouts gauge")
+		return 0
+	}
+
+	It("are bounded by MaxTrackedRollouts, and an evicted one is rebuilt from the store", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		st := store.NewMemoryStore()
+		p := startProxy(ctx, up.URL(), st, func(o *proxy.Options) { o.MaxTrackedRollouts = 2 })
+		url := func(id string) string {
+			return p.URL() + "/ng-rollout/" + id + "/training-token-capture/v1/chat/completions"
+		}
+		question := map[string]any{"role": "user", "content": "q"}
+		var firstReplyOfA any
+		for _, id := range []string{"a", "b", "c"} {
+			r := do(ctx, "POST", url(id), mustJSON(map[string]any{"messages": []any{question}}), nil)
+			Expect(r.Status).To(Equal(200), string(r.Body))
+			if id == "a" {
+				firstReplyOfA = r.JSON()["choices"].([]any)[0].(map[string]any)["message"]
+			}
+			Expect(trackedRollouts(p)).To(BeNumerically("<=", 2), "after rollout %s", id)
+		}
+		Expect(trackedRollouts(p)).To(Equal(2.0))
+
+		// "a" was the least recently used and was dropped; its continuation
+		// must still find its parent.
+		next := map[string]any{"messages": []any{question, firstReplyOfA, map[string]any{"role": "user", "content": "more"}}}
+		Expect(do(ctx, "POST", url("a"), mustJSON(next), nil).Status).To(Equal(200))
+		es := entries(ctx, st, "a")
+		Expect(es).To(HaveLen(2))
+		Expect(*es[1].ParentResolution).To(Equal(record.ResolutionResolved))
+		Expect(*es[1].ParentCallID).To(Equal(es[0].ModelCallID))
+		Expect(trackedRollouts(p)).To(Equal(2.0))
+	})
+
+	It("forget a rollout the store deleted, so a reused rollout id resolves to its new calls", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		st := store.NewMemoryStore()
+		p := startProxy(ctx, up.URL(), st, nil)
+		url := p.URL() + "/ng-rollout/again/training-token-capture/v1/chat/completions"
+		question := map[string]any{"role": "user", "content": "q"}
+		// Every round replays the same conversation, so the deleted rounds'
+		// calls are identical to the new ones; a stale index picks the
+		// smallest call id among them, which is soon a deleted one.
+		for round := range 6 {
+			r := do(ctx, "POST", url, mustJSON(map[string]any{"messages": []any{question}}), nil)
+			Expect(r.Status).To(Equal(200), string(r.Body))
+			reply := r.JSON()["choices"].([]any)[0].(map[string]any)["message"]
+			next := map[string]any{"messages": []any{question, reply, map[string]any{"role": "user", "content": "more"}}}
+			Expect(do(ctx, "POST", url, mustJSON(next), nil).Status).To(Equal(200))
+			es := entries(ctx, st, "again")
+			Expect(es).To(HaveLen(2))
+			Expect(*es[1].ParentResolution).To(Equal(record.ResolutionResolved),
+				"round %d: %s", round, es[1].ParentResolutionReason)
+			Expect(*es[1].ParentCallID).To(Equal(es[0].ModelCallID))
+			Expect(st.Delete(ctx, "again")).To(Succeed())
+		}
+	})
+
+	It("refuses a negative bound", func() {
+		_, err := proxy.New(proxy.Options{Upstream: "http://127.0.0.1:1", MaxTrackedRollouts: -1})
+		Expect(err).To(MatchError(ContainSubstring("MaxTrackedRollouts -1 is negative")))
 	})
 })

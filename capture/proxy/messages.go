@@ -13,7 +13,7 @@ import (
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	out, err := anthropic.ToChat(body)
 	if err != nil {
-		writeAnthropicError(w, http.StatusBadRequest, "", err.Error())
+		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	stream := streamRequested(body)
@@ -39,7 +39,7 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 	}
 	msg, err := anthropic.FromChat(resp, id, anthropic.StopSequences(body))
 	if err != nil {
-		writeAnthropicError(w, http.StatusBadGateway, "", "upstream reply cannot be converted: "+err.Error())
+		writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
 		return
 	}
 	if !stream {
@@ -65,7 +65,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := decodeObject(raw)
 	if err != nil {
-		writeAnthropicError(w, http.StatusBadRequest, "", "request body is not a JSON object: "+err.Error())
+		writeAnthropicError(w, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
 	}
 	if _, ok := body["messages"]; !ok {
@@ -73,7 +73,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	chat, err := anthropic.ToChat(body)
 	if err != nil {
-		writeAnthropicError(w, http.StatusBadRequest, "", err.Error())
+		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	p.overrideModel(chat)

@@ -12,6 +12,7 @@ type metrics struct {
 	incomplete      *prometheus.CounterVec // by reason
 	storeLatency    *prometheus.HistogramVec
 	upstreamLatency prometheus.Histogram
+	trackedRollouts prometheus.Gauge
 }
 
 // Label values of the calls counter's mode label.
@@ -45,8 +46,12 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help:    "Latency of upstream model requests, headers to complete body.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}),
+		trackedRollouts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capbench_proxy_tracked_rollouts",
+			Help: "Rollouts whose lineage index the proxy holds in memory (bounded by MaxTrackedRollouts).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.captured, m.incomplete, m.storeLatency, m.upstreamLatency} {
+	for _, c := range []prometheus.Collector{m.calls, m.captured, m.incomplete, m.storeLatency, m.upstreamLatency, m.trackedRollouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

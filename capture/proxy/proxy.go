@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +68,17 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Client sends upstream requests; nil creates one pooled client.
 	Client *http.Client
+	// MaxTrackedRollouts bounds how many rollouts keep a lineage index in
+	// memory (default DefaultMaxTrackedRollouts). Past it the least recently
+	// used index is dropped; that rollout's next call rebuilds it from the
+	// store, so the bound costs a re-read, never a wrong parent.
+	MaxTrackedRollouts int
 }
+
+// DefaultMaxTrackedRollouts is Options.MaxTrackedRollouts when it is 0.
+// Finished rollouts send no further calls, so without a bound a long-lived
+// proxy would keep every rollout's index it ever saw.
+const DefaultMaxTrackedRollouts = 4096
 
 // Proxy is the capture proxy. Create it with New, then either Start it or
 // mount Handler in a server of your own.
@@ -80,7 +91,8 @@ type Proxy struct {
 	metrics  *metrics
 	handler  http.Handler
 
-	rollouts sync.Map // rollout id → *rolloutLineage
+	rollouts sync.Map     // rollout id → *rolloutLineage
+	tracked  atomic.Int64 // entries in rollouts
 
 	mu       sync.Mutex
 	server   *http.Server
@@ -103,6 +115,12 @@ func New(opts Options) (*Proxy, error) {
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxTrackedRollouts < 0 {
+		return nil, fmt.Errorf("proxy: MaxTrackedRollouts %d is negative", opts.MaxTrackedRollouts)
+	}
+	if opts.MaxTrackedRollouts == 0 {
+		opts.MaxTrackedRollouts = DefaultMaxTrackedRollouts
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, fmt.Errorf("proxy: Port %d is out of range", opts.Port)
@@ -191,8 +209,9 @@ func (p *Proxy) Handler() http.Handler { return p.handler }
 // Registry is the registry the proxy's metrics live in.
 func (p *Proxy) Registry() *prometheus.Registry { return p.registry }
 
-// Close stops the listener and waits briefly for in-flight calls. It does not
-// close the store, which the caller owns.
+// Close stops the listener, waits briefly for in-flight calls and drops the
+// idle upstream connections of the proxy's own client. It does not close the
+// store, nor a Client passed in Options: the caller owns those.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	srv, closed := p.server, p.closed
@@ -206,6 +225,11 @@ func (p *Proxy) Close() error {
 	err := srv.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = srv.Close()
+	}
+	if p.opts.Client == nil {
+		// The pooled upstream client is the proxy's own; its keep-alive
+		// connections to vLLM would otherwise outlive the proxy.
+		p.client.CloseIdleConnections()
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("proxy: shutting down: %w", err)
@@ -243,38 +267,38 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		errw = writeAnthropicError
 	}
 	if rt.APIPath != pathHealth && !p.authorized(r) {
-		errw(w, http.StatusUnauthorized, "authentication_error", "missing or wrong API key: send it as \"Authorization: Bearer <key>\" or \"x-api-key\"")
+		errw(w, http.StatusUnauthorized, "missing or wrong API key: send it as \"Authorization: Bearer <key>\" or \"x-api-key\"")
 		return
 	}
 	if rt.RolloutID != "" {
 		if err := store.ValidateRolloutID(rt.RolloutID); err != nil {
-			errw(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
+			errw(w, http.StatusBadRequest, fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
 			return
 		}
 	}
 	switch rt.APIPath {
 	case pathChat, pathCompletions, pathResponses, pathMessages:
 		if r.Method != http.MethodPost {
-			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use POST")
+			errw(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+rt.APIPath+"; use POST")
 			return
 		}
 		p.serveDialect(w, r, rt)
 	case pathCountTokens:
 		if r.Method != http.MethodPost {
-			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use POST")
+			errw(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+rt.APIPath+"; use POST")
 			return
 		}
 		p.serveCountTokens(w, r)
 	case pathModels, pathHealth:
 		if r.Method != http.MethodGet {
-			errw(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed on "+rt.APIPath+"; use GET")
+			errw(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+rt.APIPath+"; use GET")
 			return
 		}
 		p.forward(w, r, rt.APIPath, nil)
 	default:
 		if rt.RolloutID != "" {
 			// Unknown path under a rollout prefix: 404, nothing marked (Q5).
-			errw(w, http.StatusNotFound, "not_found_error", "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
+			errw(w, http.StatusNotFound, "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
 			return
 		}
 		body := io.Reader(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))

@@ -31,20 +31,25 @@ func responsesFromChat(resp map[string]any, id string, tok *tokenInfo) (map[stri
 			"content": []any{map[string]any{"type": "reasoning_text", "text": r}}})
 	}
 	calls, _ := msg["tool_calls"].([]any)
-	text, hasText := nonEmptyString(msg["content"])
-	if hasText || (len(calls) == 0 && len(items) == 0) {
-		items = append(items, map[string]any{"type": "message", "id": "msg_" + newCallID(), "role": "assistant", "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
-	}
+	// Entries that are not objects are skipped, so the message item is
+	// decided on the calls actually converted: otherwise a reply whose
+	// tool_calls are all malformed would leave no carrier for the tokens.
+	var fnItems []any
 	for _, c := range calls {
 		call, ok := c.(map[string]any)
 		if !ok {
 			continue
 		}
 		fn, _ := call["function"].(map[string]any)
-		items = append(items, map[string]any{"type": "function_call", "id": "fc_" + newCallID(), "call_id": call["id"],
+		fnItems = append(fnItems, map[string]any{"type": "function_call", "id": "fc_" + newCallID(), "call_id": call["id"],
 			"name": fn["name"], "arguments": fn["arguments"], "status": "completed"})
 	}
+	text, hasText := nonEmptyString(msg["content"])
+	if hasText || (len(fnItems) == 0 && len(items) == 0) {
+		items = append(items, map[string]any{"type": "message", "id": "msg_" + newCallID(), "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
+	}
+	items = append(items, fnItems...)
 	if tok != nil {
 		attachTokens(items[len(items)-1].(map[string]any), tok)
 	}
@@ -207,7 +212,7 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	out, err := responsesToChat(body)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadRequest, "", err.Error())
+		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	stream := streamRequested(body)
@@ -227,7 +232,7 @@ func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *call
 		if cc.capture {
 			p.markIncomplete(ctx, cc, "capture_error", err)
 		}
-		writeOpenAIError(w, http.StatusBadGateway, "", "upstream reply cannot be converted: "+err.Error())
+		writeOpenAIError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
 		return
 	}
 	p.commit(ctx, cc, obj, tokErr)

@@ -256,19 +256,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, target, body)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadGateway, "BadGateway", err.Error())
+		writeOpenAIError(w, http.StatusBadGateway, err.Error())
 		return
 	}
 	p.copyRequestHeaders(req.Header, r.Header)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadGateway, "BadGateway", "upstream request failed: "+err.Error())
+		writeOpenAIError(w, http.StatusBadGateway, "upstream request failed: "+err.Error())
 		return
 	}
 	defer resp.Body.Close()
 	rd, err := decodedReader(resp)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadGateway, "BadGateway", err.Error())
+		writeOpenAIError(w, http.StatusBadGateway, err.Error())
 		return
 	}
 	for k, vs := range resp.Header {

@@ -28,6 +28,9 @@ type stubReply struct {
 	Status    int    // non-200 answers with an error body
 	ErrBody   string // raw error body for Status
 	NoLogprob bool
+	// RawToolCalls, when set, is sent as message.tool_calls as is (a
+	// malformed upstream reply).
+	RawToolCalls []any
 }
 
 // stubVLLM is a tiny vLLM-shaped upstream: chat and completions with
@@ -194,6 +197,9 @@ func chatReply(body map[string]any, rep stubReply) map[string]any {
 		if rep.Finish == "" {
 			finish = "tool_calls"
 		}
+	}
+	if rep.RawToolCalls != nil {
+		msg["tool_calls"] = rep.RawToolCalls
 	}
 	gen, lps := generated(text)
 	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish, "stop_reason": nil, "token_ids": nil}

@@ -63,6 +63,21 @@ func (m *MemoryStore) get(ctx context.Context, id string) (*memRollout, error) {
 	}
 }
 
+// unlock releases r and forgets it when it holds nothing (no state, records,
+// intents or losses), as after a Delete or a read of an unknown id: the file
+// store leaves no files then, and a long run must not keep one entry per id
+// it was ever asked about.
+func (m *MemoryStore) unlock(id string, r *memRollout) {
+	if !r.hasState && len(r.lines) == 0 && len(r.intents) == 0 && len(r.lost) == 0 {
+		m.mu.Lock()
+		if m.rollouts[id] == r {
+			delete(m.rollouts, id)
+		}
+		m.mu.Unlock()
+	}
+	r.mu.Unlock()
+}
+
 func (m *MemoryStore) touch(r *memRollout) {
 	r.hasState = true
 	r.stateTime = m.now()
@@ -78,7 +93,7 @@ func (m *MemoryStore) Put(ctx context.Context, e *record.Entry) error {
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(e.RolloutID, r)
 	if err := lifecycleErr(e.RolloutID, &r.state); err != nil {
 		return err
 	}
@@ -108,7 +123,7 @@ func (m *MemoryStore) BeginCall(ctx context.Context, rolloutID, callID string) e
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	if err := lifecycleErr(rolloutID, &r.state); err != nil {
 		return err
 	}
@@ -125,7 +140,7 @@ func (m *MemoryStore) MarkIncomplete(ctx context.Context, rolloutID, callID stri
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	if r.state.Retired {
 		return fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
 	}
@@ -154,7 +169,7 @@ func (m *MemoryStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, 
 	if err != nil {
 		return nil, err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	if r.state.Retired {
 		return nil, fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
 	}
@@ -183,7 +198,7 @@ func (m *MemoryStore) Drop(ctx context.Context, rolloutID, snapshotID string, ve
 	if err != nil {
 		return false, err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	if r.state.Retired || !r.state.Frozen || r.state.SnapshotID != snapshotID || r.state.Version != version {
 		return false, nil
 	}
@@ -195,13 +210,13 @@ func (m *MemoryStore) Drop(ctx context.Context, rolloutID, snapshotID string, ve
 	return true, nil
 }
 
-// Delete forgets the rollout entirely; the id starts over.
+// Delete forgets the rollout entirely; the id starts over from version 0.
 func (m *MemoryStore) Delete(ctx context.Context, rolloutID string) error {
 	r, err := m.get(ctx, rolloutID)
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	r.state, r.hasState = newState(), false
 	r.lines, r.intents, r.lost = nil, nil, nil
 	return nil
@@ -248,7 +263,7 @@ func (m *MemoryStore) ReadEntries(ctx context.Context, rolloutID string) ([]*rec
 	if err != nil {
 		return nil, err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	return r.parse(rolloutID)
 }
 
@@ -264,7 +279,7 @@ func (m *MemoryStore) State(ctx context.Context, rolloutID string) (State, error
 	if err != nil {
 		return State{}, err
 	}
-	defer r.mu.Unlock()
+	defer m.unlock(rolloutID, r)
 	return r.state.Clone(), nil
 }
 

@@ -353,3 +353,33 @@ var _ = Describe("store semantics", func() {
 		})
 	}
 })
+
+var _ = Describe("memory store bookkeeping", func() {
+	ctx := context.Background()
+
+	It("forgets rollouts it holds nothing for: deleted ids and reads of unknown ids", func() {
+		m := store.NewMemoryStore()
+		Expect(m.Put(ctx, newEntry("kept", "c1"))).To(Succeed())
+		Expect(m.Put(ctx, newEntry("gone", "c1"))).To(Succeed())
+		Expect(m.TrackedRollouts()).To(Equal(2))
+
+		Expect(m.Delete(ctx, "gone")).To(Succeed())
+		_, err := m.ReadEntries(ctx, "never-written")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = m.State(ctx, "never-written-2")
+		Expect(err).NotTo(HaveOccurred())
+		dropped, err := m.Drop(ctx, "never-written-3", "x", 1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(dropped).To(BeFalse())
+		Expect(m.TrackedRollouts()).To(Equal(1), "only the rollout that still holds a record is tracked")
+
+		// A deleted id starts over from version 0.
+		Expect(m.Put(ctx, newEntry("gone", "c2"))).To(Succeed())
+		st, err := m.State(ctx, "gone")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Version).To(Equal(1))
+		ids, err := m.Rollouts(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ids).To(Equal([]string{"gone", "kept"}))
+	})
+})

@@ -46,7 +46,7 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 			if maxModelLen != "" {
 				n, err := gpu.ParseMaxModelLen(maxModelLen)
 				if err != nil {
-					return fmt.Errorf("--max-model-len: %w", err)
+					return err // already "argument --max-model-len: ...", as vLLM says it
 				}
 				o.MaxModelLen = n
 			}

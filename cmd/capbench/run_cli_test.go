@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -49,7 +50,14 @@ var _ = Describe("capbench run", func() {
 		Entry("bench with a malformed header", []string{"bench", "--url", "http://127.0.0.1:1", "--header", "nocolon"}, "Name: value"),
 		Entry("bench with an unknown progress mode", []string{"bench", "--url", "http://127.0.0.1:1", "--progress", "sometimes"}, "auto, on or off"),
 		Entry("bench overhead without rounds", []string{"bench", "--rounds", "0"}, "Rounds"),
+		Entry("fake-vllm with a negative TTFT", []string{"fake-vllm", "--ttft", "-1s", "--port", "0"}, "TTFT must not be negative", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a bad memory size", []string{"fake-vllm", "--gpu-memory", "lots", "--port", "0"}, `--gpu-memory: bad value: memory size "lots"`, SpecTimeout(10*time.Second)),
 	)
+
+	It("names --max-model-len once, in vLLM's words", func(ctx SpecContext) {
+		_, err := capbench(ctx, "fake-vllm", "--max-model-len", "1.5K", "--port", "0")
+		Expect(err).To(MatchError(HavePrefix("argument --max-model-len: bad value: Decimals are not allowed")))
+	}, SpecTimeout(10*time.Second))
 })
 
 var _ = Describe("capbench bench", func() {

@@ -44,6 +44,15 @@ does.`,
 			if minSamples < 0 {
 				return errors.New("--mask-fraction-min-samples must not be negative")
 			}
+			// Checked before anything is opened: a percentage typed as 5 would
+			// otherwise never trip, and a negative one would trip on the first mask.
+			var maxFraction *float64
+			if cmd.Flags().Changed("max-mask-fraction") {
+				if !(maxMaskFraction >= 0 && maxMaskFraction <= 1) {
+					return fmt.Errorf("--max-mask-fraction %v: want a fraction in [0, 1] (0.05 for 5%%)", maxMaskFraction)
+				}
+				maxFraction = &maxMaskFraction
+			}
 			opts := consumer.Options{Builder: builderName, MaskIncompleteWhenAttributed: maskIncomplete}
 			fs, err := store.NewFileStore(captureDir)
 			if err != nil {
@@ -62,10 +71,7 @@ does.`,
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			kill := &consumer.KillSwitch{MinSamples: minSamples}
-			if cmd.Flags().Changed("max-mask-fraction") {
-				kill.MaxMaskFraction = &maxMaskFraction
-			}
+			kill := &consumer.KillSwitch{MinSamples: minSamples, MaxMaskFraction: maxFraction}
 			sum, runErr := consumer.FinalizeRollouts(cmd.Context(), in, w, fs, opts, kill)
 			if err := w.Close(); err != nil && runErr == nil {
 				runErr = err

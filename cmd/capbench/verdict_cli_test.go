@@ -74,6 +74,8 @@ var _ = Describe("capbench verdict and explain", func() {
 		Entry("verdict without a directory", []string{"verdict"}, "capture-dir"),
 		Entry("explain without a rollout id", []string{"explain", "--capture-dir", "."}, "arg"),
 		Entry("verdict with --rollouts but no --out", []string{"verdict", "--capture-dir", ".", "--rollouts", "x.jsonl"}, "--out"),
+		Entry("verdict with a percentage for a fraction", []string{"verdict", "--capture-dir", ".", "--rollouts", "x.jsonl", "--out", "y.jsonl", "--max-mask-fraction", "5"}, "--max-mask-fraction 5: want a fraction in [0, 1]"),
+		Entry("verdict with a negative fraction", []string{"verdict", "--capture-dir", ".", "--rollouts", "x.jsonl", "--out", "y.jsonl", "--max-mask-fraction=-0.1"}, "want a fraction in [0, 1]"),
 	)
 })
 

@@ -37,10 +37,7 @@ func dockerUsable(ctx context.Context) (ok bool, why string) {
 }
 
 var _ = Describe("the fake vLLM container image", Ordered, Label("docker", "e2e"), func() {
-	var (
-		baseURL string
-		ctx     = context.Background()
-	)
+	var baseURL string
 
 	BeforeAll(func(sctx SpecContext) {
 		skipInShortMode()
@@ -101,6 +98,5 @@ var _ = Describe("the fake vLLM container image", Ordered, Label("docker", "e2e"
 		Expect(err).NotTo(HaveOccurred())
 		Expect(resp.StatusCode).To(Equal(http.StatusOK), string(b))
 		Expect(string(b)).To(MatchRegexp(`^\{"id":"chatcmpl-[0-9a-f]{16}","object":"chat.completion"`))
-		_ = ctx
 	})
 })

@@ -107,7 +107,9 @@ func ParseHumanInt(s string) (int, error) {
 				return 0, fmt.Errorf("%w: %q: %w", ErrBadValue, s, err)
 			}
 			x := f * mult
-			if x > math.MaxInt64 {
+			// float64(MaxInt64) rounds up to 2^63, which int() cannot hold,
+			// so equality overflows too.
+			if x >= math.MaxInt64 {
 				return 0, fmt.Errorf("%w: %q overflows", ErrBadValue, s)
 			}
 			return int(x), nil

@@ -82,6 +82,8 @@ var _ = Describe("ParseMaxModelLen", func() {
 		Entry(nil, "0", "must be a positive integer"),
 		Entry(nil, "-2", "must be a positive integer"),
 		Entry(nil, "99999999999T", "overflows"),
+		// 2^63 exactly: a float comparison with MaxInt64 rounds it back into range.
+		Entry(nil, "9223372036854775.808k", "overflows"),
 	)
 
 	It("parses plain human-readable integers", func() {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -124,6 +126,31 @@ var _ = Describe("Plan", func() {
 		Entry("H100 79.2 GiB, default", "79.2GiB", 0, true),
 		Entry("141 GiB, default", "141GiB", 0, true),
 		Entry("141 GiB, 40960", "141GiB", 40960, true),
+	)
+
+	// Anchored on the spec's worked predictions (vllm-fidelity §6), not on the
+	// formula the table above recomputes, so a shared mistake in both shows.
+	DescribeTable("lands inside the spec's predicted ranges for 48 GB cards",
+		func(total string, availLo, availHi float64, estLo, estHi int, concLo, concHi float64) {
+			mem, err := gpu.ParseBytes(total)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = gpu.Plan(gpu.Config{Profile: qwen(), GPUMemoryBytes: mem})
+			var se *gpu.StartupError
+			Expect(errors.As(err, &se)).To(BeTrue(), "262144 must not fit on %s", total)
+			est := regexp.MustCompile(`estimated maximum model length is (\d+)`).FindStringSubmatch(se.Message)
+			Expect(est).To(HaveLen(2), se.Message)
+			n, err := strconv.Atoi(est[1])
+			Expect(err).NotTo(HaveOccurred())
+			Expect(n).To(And(BeNumerically(">=", estLo), BeNumerically("<=", estHi)))
+
+			capa, err := gpu.Plan(gpu.Config{Profile: qwen(), GPUMemoryBytes: mem, MaxModelLen: 65536})
+			Expect(err).NotTo(HaveOccurred())
+			avail := float64(capa.AvailableKVBytes) / float64(gpu.GiB)
+			Expect(avail).To(And(BeNumerically(">=", availLo), BeNumerically("<=", availHi)))
+			Expect(capa.MaxConcurrency).To(And(BeNumerically(">=", concLo), BeNumerically("<=", concHi)))
+		},
+		Entry("L40S / A40, 44.52 GiB", "44.52GiB", 30.5, 31.5, 222_000, 229_999, 3.4, 3.5),
+		Entry("A6000 / 6000 Ada, 47.53 GiB", "47.53GiB", 33.2, 34.2, 242_000, 249_999, 3.7, 3.8),
 	)
 
 	It("fails the 48 GiB default with the spec's 36.0 GiB figure", func() {

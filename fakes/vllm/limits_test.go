@@ -3,6 +3,7 @@ package vllm_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -72,6 +73,14 @@ var _ = Describe("startup checks and the memory model", func() {
 		Entry("unknown template variant", vllm.Options{ChatTemplateVariant: "fancy"}, `chat template variant "fancy"`),
 		Entry("unknown profile", vllm.Options{Profile: "llama"}, "--profile: unknown model profile"),
 		Entry("unknown fault kind", vllm.Options{Faults: vllm.Faults{Rate: 0.5, Kinds: []string{"gremlin"}}}, `unknown fault kind "gremlin"`),
+		Entry("negative body limit", vllm.Options{MaxBodyBytes: -1}, "max body bytes must not be negative, got -1"),
+		Entry("negative TTFT", vllm.Options{Timing: vllm.Timing{TTFT: -time.Second}}, "TTFT must not be negative, got -1s"),
+		Entry("negative inter-token latency", vllm.Options{Timing: vllm.Timing{InterTokenLatency: -time.Millisecond}}, "inter-token latency must not be negative, got -1ms"),
+		Entry("negative decode rate", vllm.Options{Timing: vllm.Timing{DecodeTokensPerSecond: -3}}, "decode tokens per second must not be negative, got -3"),
+		Entry("negative time scale", vllm.Options{Timing: vllm.Timing{TimeScale: -1}}, "time scale must not be negative, got -1"),
+		Entry("negative stall", vllm.Options{Faults: vllm.Faults{Stall: -time.Second}}, "stall must not be negative, got -1s"),
+		Entry("negative mean output length", vllm.Options{Lengths: vllm.Lengths{Mean: -10}}, "output length mean must not be negative, got -10"),
+		Entry("NaN fault rate", vllm.Options{Faults: vllm.Faults{Rate: math.NaN()}}, "fault rate must be in [0, 1], got NaN"),
 	)
 })
 

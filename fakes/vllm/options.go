@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -138,14 +140,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EnableAutoToolChoice && o.ToolCallParser == "" {
 		return o, errors.New("Error: --enable-auto-tool-choice requires --tool-call-parser")
 	}
-	if o.ToolCallParser != "" && !contains(knownToolParsers, o.ToolCallParser) {
-		return o, fmt.Errorf("invalid tool call parser: %s (chose from { %s })", o.ToolCallParser, joinComma(knownToolParsers))
+	if o.ToolCallParser != "" && !slices.Contains(knownToolParsers, o.ToolCallParser) {
+		return o, fmt.Errorf("invalid tool call parser: %s (chose from { %s })", o.ToolCallParser, strings.Join(knownToolParsers, ","))
 	}
 	if o.ToolCallParser != "" && o.ToolCallParser != "hermes" {
 		return o, fmt.Errorf("tool call parser %q: the fake implements only hermes", o.ToolCallParser)
 	}
-	if o.ReasoningParser != "" && !contains(knownReasoningParsers, o.ReasoningParser) {
-		return o, fmt.Errorf("invalid reasoning parser: %s (chose from { %s })", o.ReasoningParser, joinComma(knownReasoningParsers))
+	if o.ReasoningParser != "" && !slices.Contains(knownReasoningParsers, o.ReasoningParser) {
+		return o, fmt.Errorf("invalid reasoning parser: %s (chose from { %s })", o.ReasoningParser, strings.Join(knownReasoningParsers, ","))
 	}
 	if o.GPUMemoryUtilization == 0 {
 		o.GPUMemoryUtilization = DefaultGPUMemoryUtilization
@@ -185,10 +187,29 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Timing.TimeScale == 0 {
 		o.Timing.TimeScale = 1
 	}
-	if o.Timing.TimeScale < 0 || o.Timing.BatchSlowdown < 0 || o.Timing.PrefillTokensPerSecond < 0 || o.Timing.DecodeTokensPerSecond < 0 {
-		return o, fmt.Errorf("timing values must not be negative")
+	// A negative value here would not fail loudly later: it would silently
+	// mean "no delay", "no body accepted" or "every output one token long".
+	for _, f := range []struct {
+		name string
+		bad  bool
+		got  any
+	}{
+		{"max body bytes", o.MaxBodyBytes < 0, o.MaxBodyBytes},
+		{"TTFT", o.Timing.TTFT < 0, o.Timing.TTFT},
+		{"inter-token latency", o.Timing.InterTokenLatency < 0, o.Timing.InterTokenLatency},
+		{"prefill tokens per second", !(o.Timing.PrefillTokensPerSecond >= 0), o.Timing.PrefillTokensPerSecond},
+		{"decode tokens per second", !(o.Timing.DecodeTokensPerSecond >= 0), o.Timing.DecodeTokensPerSecond},
+		{"batch slowdown", !(o.Timing.BatchSlowdown >= 0), o.Timing.BatchSlowdown},
+		{"time scale", !(o.Timing.TimeScale >= 0), o.Timing.TimeScale},
+		{"stall", o.Faults.Stall < 0, o.Faults.Stall},
+		{"output length mean", !(o.Lengths.Mean >= 0), o.Lengths.Mean},
+		{"output length stddev", !(o.Lengths.StdDev >= 0), o.Lengths.StdDev},
+	} {
+		if f.bad {
+			return o, fmt.Errorf("%s must not be negative, got %v", f.name, f.got)
+		}
 	}
-	if o.Faults.Rate < 0 || o.Faults.Rate > 1 {
+	if !(o.Faults.Rate >= 0 && o.Faults.Rate <= 1) {
 		return o, fmt.Errorf("fault rate must be in [0, 1], got %v", o.Faults.Rate)
 	}
 	if len(o.Faults.Kinds) == 0 {
@@ -215,24 +236,4 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func joinComma(list []string) string {
-	out := ""
-	for i, s := range list {
-		if i > 0 {
-			out += ","
-		}
-		out += s
-	}
-	return out
 }

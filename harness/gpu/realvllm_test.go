@@ -43,7 +43,10 @@ var _ = Describe("capture in front of a real vLLM", Label("gpu", "slow"), Ordere
 			Expect(got.Metrics).To(HaveKey("n_calls"))
 			Expect(got.Metrics["n_calls"]).To(BeNumerically(">=", 1))
 			Expect(out[0].Snapshot).NotTo(BeNil())
+			Expect(out[0].Snapshot.Entries).NotTo(BeEmpty(), "the per-entry checks below must see at least one capture")
 			for _, entry := range out[0].Snapshot.Entries {
+				Expect(entry.PromptTokenIDs).NotTo(BeEmpty())
+				Expect(entry.GenerationTokenIDs).NotTo(BeEmpty())
 				Expect(entry.GenerationTokenIDs).To(HaveLen(len(entry.GenerationLogProbs)))
 			}
 		},

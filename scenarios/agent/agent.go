@@ -310,5 +310,11 @@ func Run(ctx context.Context, k Kind, t Target, p Plan) (*Result, error) {
 		return nil, fmt.Errorf("%w: NativeTokens needs a Chat Completions agent, not %s", ErrInvalidPlan, k)
 	}
 	r := newRunner(k, t, p)
+	if t.Client == nil {
+		// The private client is this run's alone: without this its idle
+		// keep-alive connections (and their goroutines) would outlive the
+		// run, one set per rollout, for as long as the server keeps them.
+		defer r.client.CloseIdleConnections()
+	}
 	return r.run(ctx), nil
 }

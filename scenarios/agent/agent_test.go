@@ -9,9 +9,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 
 	"github.com/capbench/capbench/scenarios/agent"
 )
@@ -348,4 +350,19 @@ var _ = Describe("the record's keys and token fields", func() {
 		Entry("a negative id", func(w http.ResponseWriter) { chatWithLogprobs(w, "chatcmpl-1", "hi", "token_id:-3") },
 			`token "token_id:-3" is not a token id`),
 	)
+})
+
+var _ = Describe("the agent's private HTTP client", func() {
+	It("leaves no keep-alive connection (nor its goroutines) behind after the run", func(ctx SpecContext) {
+		s := &stub{answer: func(w http.ResponseWriter, r *recorded, n int) { chatText(w, "chatcmpl-1", "done") }}
+		srv := httptest.NewServer(s)
+		DeferCleanup(srv.Close)
+		baseline := goleak.IgnoreCurrent()
+		res, err := agent.Run(ctx, agent.OpenAIChat, agent.Target{BaseURL: srv.URL, RolloutID: "idle"},
+			agent.Plan{Model: "pol", Main: agent.Conversation{Task: "hi"}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Err).NotTo(HaveOccurred())
+		Expect(s.requests).NotTo(BeEmpty(), "the run must have opened a connection for this check to mean anything")
+		Eventually(func() error { return goleak.Find(baseline) }).WithTimeout(3 * time.Second).Should(Succeed())
+	})
 })

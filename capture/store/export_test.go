@@ -1,0 +1,10 @@
+package store
+
+// TrackedRollouts exposes, to this package's specs only, how many rollouts
+// the memory store holds an entry for, so a spec can prove that ids it no
+// longer has anything for are forgotten.
+func (m *MemoryStore) TrackedRollouts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rollouts)
+}
