@@ -27,6 +27,10 @@ type OverheadConfig struct {
 	Rounds      int
 	MaxTokens   int
 	Stream      bool
+	// Tokenize makes the proxy read prompt ids from vLLM's /tokenize (one more
+	// upstream request per call, NeMo Gym's default) instead of asking for
+	// them in the reply with return_token_ids.
+	Tokenize bool
 	// CaptureDir, when set, puts a file store there (fsync on every put);
 	// otherwise the proxy writes to an in-memory store.
 	CaptureDir string
@@ -104,7 +108,7 @@ func Overhead(ctx context.Context, cfg OverheadConfig) (*OverheadResult, error) 
 			return len(ids), err
 		}
 	}
-	px, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: st, Logger: logger})
+	px, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: st, Logger: logger, RequestTokenIDs: !cfg.Tokenize})
 	if err != nil {
 		return nil, fmt.Errorf("bench: proxy: %w", err)
 	}

@@ -12,8 +12,8 @@ import (
 
 var _ = Describe("Overhead", func() {
 	DescribeTable("measures direct and proxied calls side by side and checks every proxied call was captured",
-		func(ctx SpecContext, stream, onDisk bool) {
-			cfg := bench.OverheadConfig{Concurrency: 2, Requests: 10, Rounds: 2, MaxTokens: 8, Stream: stream}
+		func(ctx SpecContext, stream, onDisk, tokenize bool) {
+			cfg := bench.OverheadConfig{Concurrency: 2, Requests: 10, Rounds: 2, MaxTokens: 8, Stream: stream, Tokenize: tokenize}
 			if onDisk {
 				cfg.CaptureDir = GinkgoT().TempDir()
 			}
@@ -35,8 +35,9 @@ var _ = Describe("Overhead", func() {
 				Expect(r.Store).To(Equal("memory"))
 			}
 		},
-		Entry("non-streaming, memory store", false, false),
-		Entry("streaming, file store", true, true),
+		Entry("non-streaming, memory store", false, false, false),
+		Entry("streaming, file store", true, true, false),
+		Entry("prompt ids from /tokenize", false, false, true),
 	)
 
 	It("refuses a run without rounds or requests", func(ctx SpecContext) {

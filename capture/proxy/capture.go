@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,26 +68,38 @@ func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
 	return rl
 }
 
-// evictLeastRecentlyUsed drops the index of the rollout whose latest call is
-// the oldest, other than keep. A call still holding the dropped index only
-// loses its own indexing; the store keeps its record, and the rollout's next
-// call re-indexes from the store.
+// evictLeastRecentlyUsed drops the indexes of the least recently used
+// rollouts (never keep) until an eighth of the capacity is free again. Evicting
+// in batches keeps the scan over all tracked rollouts rare: one scan per
+// capacity/8 new rollouts instead of one per call. A dropped index is rebuilt
+// from the store if its rollout calls again. One eviction runs at a time;
+// callers that find one running leave the work to it.
 func (p *Proxy) evictLeastRecentlyUsed(keep string) {
-	var victim string
-	oldest := int64(math.MaxInt64)
+	if !p.evicting.TryLock() {
+		return
+	}
+	defer p.evicting.Unlock()
+	type use struct {
+		id string
+		at int64
+	}
+	var uses []use
 	p.rollouts.Range(func(k, v any) bool {
 		id, _ := k.(string)
 		rl, _ := v.(*rolloutLineage)
-		if id == keep || rl == nil {
-			return true
-		}
-		if t := rl.lastUsed.Load(); t < oldest {
-			victim, oldest = id, t
+		if id != keep && rl != nil {
+			uses = append(uses, use{id, rl.lastUsed.Load()})
 		}
 		return true
 	})
-	if victim != "" {
-		p.drop(victim)
+	target := p.opts.MaxTrackedRollouts - p.opts.MaxTrackedRollouts/8
+	excess := len(uses) + 1 - target
+	if excess <= 0 {
+		return
+	}
+	sort.Slice(uses, func(a, b int) bool { return uses[a].at < uses[b].at })
+	for _, u := range uses[:min(excess, len(uses))] {
+		p.drop(u.id)
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -277,6 +278,26 @@ var _ = Describe("the lineage indexes a proxy keeps", func() {
 		Expect(*es[1].ParentResolution).To(Equal(record.ResolutionResolved))
 		Expect(*es[1].ParentCallID).To(Equal(es[0].ModelCallID))
 		Expect(trackedRollouts(p)).To(Equal(2.0))
+	})
+
+	It("are evicted in batches, so the scan over tracked rollouts runs once per capacity/8 new rollouts", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		p := startProxy(ctx, up.URL(), store.NewMemoryStore(), func(o *proxy.Options) { o.MaxTrackedRollouts = 16 })
+		call := func(i int) {
+			url := fmt.Sprintf("%s/ng-rollout/batch-%d/training-token-capture/v1/chat/completions", p.URL(), i)
+			r := do(ctx, "POST", url, mustJSON(map[string]any{"messages": []any{map[string]any{"role": "user", "content": "q"}}}), nil)
+			Expect(r.Status).To(Equal(200), string(r.Body))
+		}
+		for i := range 16 {
+			call(i)
+		}
+		Expect(trackedRollouts(p)).To(Equal(16.0))
+		call(16) // over capacity: down to 16 - 16/8 = 14 in one eviction
+		Expect(trackedRollouts(p)).To(Equal(14.0))
+		call(17)
+		call(18) // back at capacity, no eviction yet
+		Expect(trackedRollouts(p)).To(Equal(16.0))
 	})
 
 	It("forget a rollout the store deleted, so a reused rollout id resolves to its new calls", func(ctx SpecContext) {

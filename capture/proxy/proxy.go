@@ -92,6 +92,7 @@ type Proxy struct {
 	handler  http.Handler
 
 	rollouts sync.Map     // rollout id → *rolloutLineage
+	evicting sync.Mutex   // held by the one eviction scan running
 	tracked  atomic.Int64 // entries in rollouts
 
 	mu       sync.Mutex

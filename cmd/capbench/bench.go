@@ -28,6 +28,7 @@ type benchFlags struct {
 	rounds      int
 	captureDir  string
 	progress    string
+	tokenize    bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -65,6 +66,7 @@ otherwise to an in-memory store.`,
 	fl.StringArrayVar(&f.headers, "header", nil, "extra request header 'Name: value' (repeatable)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (only on a terminal), on or off")
+	fl.BoolVar(&f.tokenize, "tokenize", false, "without --url: the proxy reads prompt ids from /tokenize (one more upstream call) instead of return_token_ids")
 	fl.IntVar(&f.rounds, "rounds", 3, "without --url: alternating direct/proxy rounds")
 	fl.StringVar(&f.captureDir, "capture-dir", "", "without --url: file-store directory for the proxy (empty: in-memory store)")
 	return cmd
@@ -139,7 +141,7 @@ func cutHeader(h string) (string, string, bool) {
 func runOverhead(cmd *cobra.Command, f benchFlags) error {
 	res, err := bench.Overhead(cmd.Context(), bench.OverheadConfig{
 		Concurrency: f.concurrency, Requests: f.requests, Rounds: f.rounds,
-		MaxTokens: f.maxTokens, Stream: f.stream, CaptureDir: f.captureDir,
+		MaxTokens: f.maxTokens, Stream: f.stream, CaptureDir: f.captureDir, Tokenize: f.tokenize,
 	})
 	if err != nil {
 		return err
