@@ -3,10 +3,10 @@ package consumer
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // Metrics are the capture metrics of one build (§6.4), attached to the
@@ -119,25 +119,7 @@ func writeInt(b *bytes.Buffer, key string, v int) {
 // digits, fixed notation with a decimal point for 1e-4 <= |f| < 1e16
 // (1.0, 0.0, 0.8065), else exponent notation with at least two exponent
 // digits (-3.2e-05, 1e+16).
-func PyFloat(f float64) string {
-	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		if f == 0 && math.Signbit(f) {
-			return "-0.0"
-		}
-		if f == 0 {
-			return "0.0"
-		}
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	if abs := math.Abs(f); abs >= 1e-4 && abs < 1e16 {
-		s := strconv.FormatFloat(f, 'f', -1, 64)
-		if !strings.Contains(s, ".") {
-			s += ".0"
-		}
-		return s
-	}
-	return strconv.FormatFloat(f, 'e', -1, 64)
-}
+func PyFloat(f float64) string { return pyfmt.Float(f) }
 
 // MarshalJSON emits the shape Gym's built dict has for this kind of result.
 func (r *Result) MarshalJSON() ([]byte, error) {

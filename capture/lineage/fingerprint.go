@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"math"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/capbench/capbench/capture/record"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // FingerprintVersion is the fingerprint algorithm this package implements and
@@ -419,9 +420,9 @@ func pyStr(v any) string {
 		if err != nil {
 			return s
 		}
-		return pyFloatRepr(f)
+		return pyfmt.JSONFloat(f)
 	case float64:
-		return pyFloatRepr(x)
+		return pyfmt.JSONFloat(x)
 	case int:
 		return strconv.Itoa(x)
 	default:
@@ -451,33 +452,4 @@ func jsonKind(v any) string {
 	default:
 		return fmt.Sprintf("a %T", v)
 	}
-}
-
-// pyFloatRepr formats f as Python's repr(float): shortest round-trip digits,
-// exponent form (e-05, e+16) when the decimal exponent is < -4 or >= 16.
-func pyFloatRepr(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "NaN"
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	if exp < -4 || exp >= 16 {
-		sign := "+"
-		if exp < 0 {
-			sign = "-"
-			exp = -exp
-		}
-		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.ContainsAny(s, ".") {
-		s += ".0"
-	}
-	return s
 }

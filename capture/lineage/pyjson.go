@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 var errPyJSON = errors.New("not a JSON text Python's json.loads accepts")
@@ -239,9 +241,9 @@ func appendPython(dst []byte, v any) ([]byte, error) {
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return dst, fmt.Errorf("bad number %q: %w", s, err)
 		}
-		return append(dst, pyFloatRepr(f)...), nil
+		return append(dst, pyfmt.JSONFloat(f)...), nil
 	case float64:
-		return append(dst, pyFloatRepr(x)...), nil
+		return append(dst, pyfmt.JSONFloat(x)...), nil
 	case int:
 		return strconv.AppendInt(dst, int64(x), 10), nil
 	case []any:

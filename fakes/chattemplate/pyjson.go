@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // toJSON renders v the way the Hugging Face chat-template filter `tojson`
@@ -46,7 +48,7 @@ func writePyValue(b *strings.Builder, v any) error {
 		if x == math.Trunc(x) && math.Abs(x) < 1e21 {
 			b.WriteString(strconv.FormatFloat(x, 'f', -1, 64))
 		} else {
-			b.WriteString(pyFloatRepr(x))
+			b.WriteString(pyfmt.JSONFloat(x))
 		}
 	case json.Number:
 		s, err := pyNumber(string(x))
@@ -422,53 +424,5 @@ func pyNumber(s string) (string, error) {
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return "", fmt.Errorf("invalid JSON number %q: %w", s, err)
 	}
-	return pyFloatRepr(f), nil
-}
-
-// pyFloatRepr is Python's repr(float): shortest round-trip digits, fixed
-// notation for exponents in [-4, 16), scientific (two-digit exponent)
-// otherwise, and always a decimal point or exponent.
-func pyFloatRepr(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "Infinity"
-	case math.IsInf(f, -1):
-		return "-Infinity"
-	case math.IsNaN(f):
-		return "NaN"
-	}
-	sign := ""
-	if math.Signbit(f) {
-		sign = "-"
-		f = -f
-	}
-	if f == 0 {
-		return sign + "0.0"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
-	mant, expText, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expText)
-	digits := strings.Replace(mant, ".", "", 1)
-	if exp < -4 || exp >= 16 {
-		m := digits[:1]
-		if len(digits) > 1 {
-			m += "." + digits[1:]
-		}
-		es := "+"
-		if exp < 0 {
-			es = "-"
-			exp = -exp
-		}
-		return fmt.Sprintf("%s%se%s%02d", sign, m, es, exp)
-	}
-	var s string
-	switch {
-	case exp < 0:
-		s = "0." + strings.Repeat("0", -exp-1) + digits
-	case exp+1 >= len(digits):
-		s = digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
-	default:
-		s = digits[:exp+1] + "." + digits[exp+1:]
-	}
-	return sign + s
+	return pyfmt.JSONFloat(f), nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // Defaults vLLM applies when a flag is not given.
@@ -213,7 +215,7 @@ func Plan(c Config) (*Capacity, error) {
 	if free < requested {
 		return nil, startupErr(ErrInsufficientFree, "ValueError",
 			"Free memory on device cuda:0 (%s/%s GiB) on startup is less than desired GPU memory utilization (%s, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-			gibRound2(free), gibRound2(total), pyFloat(util), gibRound2(requested))
+			gibRound2(free), gibRound2(total), pyfmt.Float(util), gibRound2(requested))
 	}
 
 	capa := &Capacity{
@@ -316,11 +318,11 @@ func (c *Capacity) MaxConcurrentRequests() int {
 func CheckGPUMemoryUtilization(util float64) error {
 	switch {
 	case math.IsNaN(util) || math.IsInf(util, 0):
-		return pydanticErr("CacheConfig", "gpu_memory_utilization", "finite_number", "Input should be a finite number", pyFloat(util), "float")
+		return pydanticErr("CacheConfig", "gpu_memory_utilization", "finite_number", "Input should be a finite number", pyfmt.Float(util), "float")
 	case util <= 0:
-		return pydanticErr("CacheConfig", "gpu_memory_utilization", "greater_than", "Input should be greater than 0", pyFloat(util), "float")
+		return pydanticErr("CacheConfig", "gpu_memory_utilization", "greater_than", "Input should be greater than 0", pyfmt.Float(util), "float")
 	case util > 1:
-		return pydanticErr("CacheConfig", "gpu_memory_utilization", "less_than_equal", "Input should be less than or equal to 1", pyFloat(util), "float")
+		return pydanticErr("CacheConfig", "gpu_memory_utilization", "less_than_equal", "Input should be less than or equal to 1", pyfmt.Float(util), "float")
 	}
 	return nil
 }
@@ -345,24 +347,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // followed by str(), so 36 GiB prints "36.0" and 31.456 GiB "31.46".
 func gibRound2(b int64) string {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(float64(b)/float64(GiB), 'f', 2, 64), 64)
-	return pyFloat(r)
-}
-
-// pyFloat prints a float as Python's str() does for ordinary magnitudes.
-func pyFloat(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
+	return pyfmt.Float(r)
 }
 
 // thousands formats n with comma separators, as Python's f"{n:,}".

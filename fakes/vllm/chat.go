@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // chatRequest holds the chat fields the fake reads; unknown fields are
@@ -390,7 +392,7 @@ func (s *Server) checkContext(promptLen int, maxParam *int, paramName string) (i
 	return M, nil
 }
 
-func pyFloat(f float64) string { return string(appendPyFloat(nil, f)) }
+func pyFloat(f float64) string { return pyfmt.Float(f) }
 
 // checkSampling applies vLLM's SamplingParams validation messages.
 func checkSampling(maxTokens int, temp, topP *float64, topK *int, minP, presence, frequency, repetition *float64, n *int, stop json.RawMessage, minTokens *int) *apiError {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // apiError is vLLM's error envelope {"error":{message,type,param,code}}.
@@ -91,13 +93,13 @@ func pyRepr(v any) string {
 		}
 		return "False"
 	case string:
-		return pyStr(x)
+		return pyfmt.Str(x)
 	case int:
 		return strconv.Itoa(x)
 	case json.Number:
 		return x.String()
 	case float64:
-		return string(appendPyFloat(nil, x))
+		return pyfmt.Float(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -112,42 +114,12 @@ func pyRepr(v any) string {
 		sort.Strings(keys) // Go maps lose order; sorted keeps output stable
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = pyStr(k) + ": " + pyRepr(x[k])
+			parts[i] = pyfmt.Str(k) + ": " + pyRepr(x[k])
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	default:
 		return fmt.Sprint(x)
 	}
-}
-
-func pyStr(s string) string {
-	quote := byte('\'')
-	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
-		quote = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(quote)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(quote):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(quote)
-	return b.String()
 }
 
 func writeAPIError(w http.ResponseWriter, e *apiError) {

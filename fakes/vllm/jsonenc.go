@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // Hand-written JSON appenders for the hot path: responses are built into a
@@ -66,19 +68,7 @@ func appendPyFloat(b []byte, f float64) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return append(b, "-9999.0"...)
 	}
-	if f != 0 && (math.Abs(f) >= 1e16 || math.Abs(f) < 1e-4) {
-		return strconv.AppendFloat(b, f, 'g', -1, 64)
-	}
-	// Python writes everything in between in positional form; Go's shortest
-	// 'g' would switch to an exponent from 1e21 down to 1e6 ("1.234567e+06").
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'f', -1, 64)
-	for _, c := range b[start:] {
-		if c == '.' || c == 'e' {
-			return b
-		}
-	}
-	return append(b, '.', '0')
+	return pyfmt.AppendFloat(b, f)
 }
 
 func appendInts(b []byte, ids []int) []byte {

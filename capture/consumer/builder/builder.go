@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/capbench/capbench/capture/record"
+
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // PrefixMerging is the only builder the target knows.
@@ -153,35 +155,7 @@ func Run(entries []*record.Entry, name, terminalCallID string) (*Output, error) 
 
 // PyRepr renders s the way Python's repr() renders a str (quotes chosen as
 // Python does; common escapes), so persisted error texts match Gym's.
-func PyRepr(s string) string {
-	quote := byte('\'')
-	if strings.Contains(s, "'") && !strings.Contains(s, "\"") {
-		quote = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(quote)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(quote):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(quote)
-	return b.String()
-}
+func PyRepr(s string) string { return pyfmt.Str(s) }
 
 // node is one placed record.
 type node struct {
