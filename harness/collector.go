@@ -159,13 +159,23 @@ func Verdict(col Collected) Got {
 	if rec == nil {
 		return g
 	}
-	g.MaskSample, _ = rec["mask_sample"].(bool)
 	g.Untouched = col.Untouched
 	g.Retired = col.Retired
 	g.Redundant = col.Build != nil && col.Build.Redundant
 	g.Metrics = normalize(rec["_ng_token_capture"])
 	if e, ok := g.Metrics["error"].(string); ok {
 		g.Error = e
+	}
+	switch m := rec["mask_sample"].(type) {
+	case nil:
+		// Absent means unmasked: delivery writes the key only when true.
+	case bool:
+		g.MaskSample = m
+	default:
+		// A record a trainer cannot read as a boolean must never count as
+		// trainable.
+		g.MaskSample = true
+		g.Error = fmt.Sprintf("mask_sample is %T %v, not a boolean; counted as masked", m, m)
 	}
 	return g
 }

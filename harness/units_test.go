@@ -187,6 +187,23 @@ var _ = Describe("the collector", func() {
 	})
 })
 
+var _ = DescribeTable("Verdict reads mask_sample as a trainer would",
+	func(v any, present, wantMasked bool, wantError string) {
+		rec := map[string]any{"_ng_token_capture": map[string]any{"n_calls": 1}}
+		if present {
+			rec["mask_sample"] = v
+		}
+		got := harness.Verdict(harness.Collected{RolloutID: "r", Record: rec})
+		Expect(got.MaskSample).To(Equal(wantMasked))
+		Expect(got.Error).To(ContainSubstring(wantError))
+	},
+	Entry("absent is unmasked", nil, false, false, ""),
+	Entry("true is masked", true, true, true, ""),
+	Entry("false is unmasked", false, true, false, ""),
+	Entry("a string is counted as masked, with the reason", "false", true, true, "not a boolean"),
+	Entry("a number is counted as masked, with the reason", 0.0, true, true, "not a boolean"),
+)
+
 var _ = Describe("the external backend", Label("fake"), func() {
 	It("runs a scenario against an already running proxy and its capture directory", func(ctx SpecContext) {
 		sc, err := scenarios.Lookup("single-chain/stream")
