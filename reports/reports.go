@@ -10,13 +10,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/capbench/capbench/harness"
+	"github.com/capbench/capbench/scenarios"
 )
 
 // Expected renders a scenario's expectation in one short line.
 func Expected(s harness.ScenarioResult) string {
 	parts := []string{"mask=" + fmt.Sprint(s.Expected.MaskSample)}
 	for _, c := range s.Expected.Checks {
-		parts = append(parts, compact(c.String()))
+		parts = append(parts, checkText(c))
 	}
 	return strings.Join(parts, " ")
 }
@@ -51,7 +52,18 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s)
 }
 
-func compact(s string) string { return strings.ReplaceAll(s, " ", "") }
+// checkText writes symbolic checks tight ("n_calls=3", `chain=""`) and word
+// checks spaced ("capture_incomplete absent", "method in [a b]").
+func checkText(c scenarios.Check) string {
+	switch c.Op {
+	case scenarios.OpEq, scenarios.OpLess, scenarios.OpAtLeast:
+		if s, ok := c.Value.(string); ok {
+			return fmt.Sprintf("%s%s%q", c.Path, c.Op, s)
+		}
+		return fmt.Sprintf("%s%s%v", c.Path, c.Op, c.Value)
+	}
+	return c.String()
+}
 
 // Table writes the summary table (scenario, expected, got, fidelity).
 func Table(w io.Writer, r *harness.RunResult) error {

@@ -60,6 +60,18 @@ var _ = Describe("the Markdown report", func() {
 		Expect(out).To(ContainSubstring("Skipped: store faults need the proxy in this process"))
 	})
 
+	It("writes expectations readably: symbolic checks tight, word checks spaced, strings quoted", func() {
+		r := sample()
+		r.Scenarios[0].Expected.Checks = []scenarios.Check{
+			scenarios.Eq("n_calls", 3),
+			scenarios.Eq("terminal_attribution.chain", ""),
+			scenarios.Absent("capture_incomplete"),
+			scenarios.OneOf("terminal_attribution.method", "content_output", "content_cumulative"),
+		}
+		Expect(reports.Expected(r.Scenarios[0])).To(Equal(
+			`mask=false n_calls=3 terminal_attribution.chain="" capture_incomplete absent terminal_attribution.method in [content_output content_cumulative]`))
+	})
+
 	It("escapes table separators in values", func() {
 		r := sample()
 		r.Scenarios[0].Got.Metrics["error"] = "a|b"
