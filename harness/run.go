@@ -66,10 +66,19 @@ func (o Options) rollouts() int {
 }
 
 func (o Options) consumerOptions() consumer.Options {
+	opts := consumer.DefaultOptions()
 	if o.Consumer != nil {
-		return *o.Consumer
+		opts = *o.Consumer
 	}
-	return consumer.DefaultOptions()
+	if opts.Logger == nil {
+		// Masked rollouts are what many scenarios expect; their warnings go
+		// where the other component logs go (nowhere unless asked).
+		opts.Logger = o.Logger
+		if opts.Logger == nil {
+			opts.Logger = slog.New(slog.DiscardHandler)
+		}
+	}
+	return opts
 }
 
 // Session runs scenarios against environments it builds lazily, one per

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 
 	"github.com/capbench/capbench/capture/consumer/attribution"
 	"github.com/capbench/capbench/capture/consumer/builder"
@@ -56,6 +57,16 @@ type Options struct {
 	// MaskIncompleteWhenAttributed masks incomplete snapshots even when the
 	// attributed chain was delivered (the default, true).
 	MaskIncompleteWhenAttributed bool
+	// Logger receives delivery's warnings (a masked rollout, a redundant
+	// capture that cannot be frozen); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
 }
 
 // DefaultOptions returns Gym's defaults.

@@ -203,7 +203,7 @@ func Finalize(ctx context.Context, rec Rollout, src store.Source, opts Options) 
 		}
 		snap, err := src.Freeze(ctx, id)
 		if err != nil || snap == nil {
-			slog.Warn("token capture: cannot freeze the redundant capture of a native agent", "rollout_id", id, "error", err)
+			opts.logger().Warn("token capture: cannot freeze the redundant capture of a native agent", "rollout_id", id, "error", err)
 			return nil
 		}
 		return &Result{RolloutID: id, Redundant: true,
@@ -230,7 +230,7 @@ func Finalize(ctx context.Context, rec Rollout, src store.Source, opts Options) 
 	m := res.Metrics
 	m.Error = res.Error
 	if res.MaskSample {
-		slog.Warn("token capture: rollout masked", "rollout_id", id, "error", res.Error)
+		opts.logger().Warn("token capture: rollout masked", "rollout_id", id, "error", res.Error)
 		rec[KeyMaskSample] = true
 	}
 	rec[KeyTokenCapture] = m

@@ -2,8 +2,10 @@ package consumer_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -76,6 +78,18 @@ var _ = Describe("delivery", func() {
 		_, present, err := consumer.RolloutID(consumer.Rollout{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(present).To(BeFalse())
+	})
+
+	It("sends its masked-rollout warning to the logger in the options", func() {
+		src := store.NewMemoryStore()
+		Expect(src.MarkIncomplete(ctx, "r-9", "lost")).To(Succeed())
+		var logs bytes.Buffer
+		opts := consumer.DefaultOptions()
+		opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		r := consumer.Finalize(ctx, consumer.Rollout{"_ng_rollout_id": "r-9"}, src, opts)
+		Expect(r.MaskSample).To(BeTrue())
+		Expect(logs.String()).To(ContainSubstring("rollout masked"))
+		Expect(logs.String()).To(ContainSubstring("rollout_id=r-9"))
 	})
 
 	It("returns nil without a source", func() {
