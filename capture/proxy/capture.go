@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -354,7 +353,7 @@ func (p *Proxy) applyOverrides(out map[string]any, completions bool) {
 func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[string]any) (resp map[string]any, tok *tokenInfo, tokErr, err error) {
 	completions := path == pathCompletions
 	p.prepareUpstream(cc, out, completions)
-	body, err := json.Marshal(out)
+	body, err := marshalGeneric(out)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}
@@ -379,7 +378,7 @@ func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[
 
 // tokenize asks the engine's /tokenize for prompt ids.
 func (p *Proxy) tokenize(ctx context.Context, body map[string]any) ([]int, error) {
-	b, err := json.Marshal(body)
+	b, err := marshalGeneric(body)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"encoding/json"
 	"net/http"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -110,7 +109,7 @@ func writeChatStream(w http.ResponseWriter, resp map[string]any, includeUsage bo
 		return map[string]any{"id": resp["id"], "object": "chat.completion.chunk", "created": resp["created"], "model": resp["model"]}
 	}
 	emit := func(v any) {
-		b, err := json.Marshal(v)
+		b, err := marshalGeneric(v)
 		if err != nil {
 			return
 		}
@@ -172,7 +171,7 @@ func writeChatStream(w http.ResponseWriter, resp map[string]any, includeUsage bo
 func writeDataFrames(w http.ResponseWriter, frames []any) {
 	bw := bufio.NewWriterSize(w, 16*1024)
 	for _, f := range frames {
-		b, err := json.Marshal(f)
+		b, err := marshalGeneric(f)
 		if err != nil {
 			continue
 		}

@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -33,7 +31,7 @@ func apiName(path string) string {
 
 // readBody reads a bounded request body, answering 413 when it is too large.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, errw errorWriter) ([]byte, bool) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
+	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		errw(w, http.StatusRequestEntityTooLarge,
@@ -88,7 +86,7 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 			}
 			p.applyOverrides(body, rt.APIPath == pathCompletions)
 			p.overrideModel(body)
-			if raw, err = json.Marshal(body); err != nil {
+			if raw, err = marshalGeneric(body); err != nil {
 				errw(sw, http.StatusInternalServerError, err.Error())
 				return
 			}

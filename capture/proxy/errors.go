@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -11,7 +10,7 @@ import (
 
 // writeJSON writes v as a JSON reply with one buffered write.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshalGeneric(v)
 	if err != nil {
 		http.Error(w, "encoding reply: "+err.Error(), http.StatusInternalServerError)
 		return

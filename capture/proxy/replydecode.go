@@ -156,6 +156,9 @@ func decodeIntsOrAny(raw json.RawMessage) (any, error) {
 }
 
 func decodeAny(raw json.RawMessage) (any, error) {
+	if v, ok := parseGeneric(raw); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -133,7 +132,7 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 				flush()
 				out := it["output"]
 				if _, ok := out.(string); !ok {
-					b, _ := json.Marshal(out)
+					b, _ := marshalGeneric(out)
 					out = string(b)
 				}
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it["call_id"], "content": out})
@@ -253,7 +252,7 @@ func writeResponsesStream(w http.ResponseWriter, obj map[string]any) {
 		v["type"] = name
 		v["sequence_number"] = seq
 		seq++
-		b, err := json.Marshal(v)
+		b, err := marshalGeneric(v)
 		if err != nil {
 			return
 		}

@@ -166,7 +166,7 @@ func readDecoded(resp *http.Response) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxReplyBytes+1))
+	b, err := readAllSized(io.LimitReader(r, maxReplyBytes+1), resp.ContentLength)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +225,11 @@ func (p *peekReader) Read(b []byte) (int, error) {
 
 // decodeObject decodes one JSON object, keeping numbers exact.
 func decodeObject(raw []byte) (map[string]any, error) {
+	if v, ok := parseGeneric(raw); ok {
+		if m, ok := v.(map[string]any); ok {
+			return m, nil
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out map[string]any
