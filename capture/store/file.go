@@ -268,6 +268,23 @@ func (h *held) remember(st *State, dirty bool) {
 
 func (h *held) forget() { h.sl.cache = nil }
 
+// lockLoaded takes the rollout's exclusive lock and loads its state. On a
+// load error it forgets the cached state and releases the lock; on success
+// the caller unlocks.
+func (s *FileStore) lockLoaded(ctx context.Context, id string) (*held, *State, filesKey, error) {
+	h, err := s.lock(ctx, id, true)
+	if err != nil {
+		return nil, nil, filesKey{}, err
+	}
+	st, key, err := h.load()
+	if err != nil {
+		h.forget()
+		h.unlock()
+		return nil, nil, filesKey{}, err
+	}
+	return h, st, key, nil
+}
+
 // writeState replaces the state file through a temp file and rename. A
 // durable write also fsyncs the temp file and then the directory.
 func (s *FileStore) writeState(id string, st *State, durable bool) error {
@@ -516,16 +533,11 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 		return err
 	}
 	id := e.RolloutID
-	h, err := s.lock(ctx, id, true)
+	h, st, key, err := s.lockLoaded(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer h.unlock()
-	st, key, err := h.load()
-	if err != nil {
-		h.forget()
-		return err
-	}
 	if err := lifecycleErr(id, st); err != nil {
 		return err
 	}
@@ -588,16 +600,11 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 	if err := validateCallID(callID); err != nil {
 		return err
 	}
-	h, err := s.lock(ctx, rolloutID, true)
+	h, st, _, err := s.lockLoaded(ctx, rolloutID)
 	if err != nil {
 		return err
 	}
 	defer h.unlock()
-	st, _, err := h.load()
-	if err != nil {
-		h.forget()
-		return err
-	}
 	if err := lifecycleErr(rolloutID, st); err != nil {
 		return err
 	}
@@ -617,16 +624,11 @@ func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string
 	if err := validateCallID(callID); err != nil {
 		return err
 	}
-	h, err := s.lock(ctx, rolloutID, true)
+	h, st, _, err := s.lockLoaded(ctx, rolloutID)
 	if err != nil {
 		return err
 	}
 	defer h.unlock()
-	st, _, err := h.load()
-	if err != nil {
-		h.forget()
-		return err
-	}
 	if st.Retired {
 		return fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
 	}
@@ -649,16 +651,11 @@ func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string
 // state was frozen (e.g. a non-finite log-prob written as null) fails the
 // freeze but leaves the rollout frozen.
 func (s *FileStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, error) {
-	h, err := s.lock(ctx, rolloutID, true)
+	h, st, key, err := s.lockLoaded(ctx, rolloutID)
 	if err != nil {
 		return nil, err
 	}
 	defer h.unlock()
-	st, key, err := h.load()
-	if err != nil {
-		h.forget()
-		return nil, err
-	}
 	if st.Retired {
 		return nil, fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
 	}
@@ -926,16 +923,11 @@ func dangling(lines []string, entries []*record.Entry) []string {
 // version (contract §2.5); it removes the records and keeps the state as a
 // tombstone, so a late writer of the consumed attempt still fails.
 func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, version int) (bool, error) {
-	h, err := s.lock(ctx, rolloutID, true)
+	h, st, _, err := s.lockLoaded(ctx, rolloutID)
 	if err != nil {
 		return false, err
 	}
 	defer h.unlock()
-	st, _, err := h.load()
-	if err != nil {
-		h.forget()
-		return false, err
-	}
 	if st.Retired || !st.Frozen || st.SnapshotID != snapshotID || st.Version != version {
 		return false, nil
 	}
