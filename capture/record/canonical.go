@@ -104,22 +104,7 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]json.RawMessage:
-		keys := sortedKeys(x)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendString(dst, k); err != nil {
-				return dst, err
-			}
-			dst = append(dst, ':')
-			if dst, err = appendRaw(dst, x[k]); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
+		return appendSortedObject(dst, x, appendRaw)
 	default:
 		// Any other Go value (a typed struct, a []map[string]any ...) goes
 		// through its encoding/json form, then canonicalised like raw JSON.
@@ -143,12 +128,14 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func appendObject(dst []byte, m map[string]any) ([]byte, error) {
-	if m == nil {
-		return append(dst, "{}"...), nil
-	}
-	keys := sortedKeys(m)
+	return appendSortedObject(dst, m, appendCanonical)
+}
+
+// appendSortedObject writes m with its keys in canonical order, each value
+// through appendValue.
+func appendSortedObject[V any](dst []byte, m map[string]V, appendValue func([]byte, V) ([]byte, error)) ([]byte, error) {
 	dst = append(dst, '{')
-	for i, k := range keys {
+	for i, k := range sortedKeys(m) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -157,7 +144,7 @@ func appendObject(dst []byte, m map[string]any) ([]byte, error) {
 			return dst, err
 		}
 		dst = append(dst, ':')
-		if dst, err = appendCanonical(dst, m[k]); err != nil {
+		if dst, err = appendValue(dst, m[k]); err != nil {
 			return dst, err
 		}
 	}
