@@ -85,22 +85,7 @@ type job struct {
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, ae := s.readJSONBody(r)
-	if ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	var req chatRequest
-	if ae := decodeBody(body, &req); ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	j, ae := s.prepareChat(r, &req, body)
-	if ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	s.serveJob(w, r, j)
+	serveGeneration(s, w, r, s.prepareChat)
 }
 
 func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*job, *apiError) {

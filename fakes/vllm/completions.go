@@ -36,22 +36,7 @@ type completionRequest struct {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	body, ae := s.readJSONBody(r)
-	if ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	var req completionRequest
-	if ae := decodeBody(body, &req); ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	j, ae := s.prepareCompletion(r, &req, body)
-	if ae != nil {
-		writeAPIError(w, ae)
-		return
-	}
-	s.serveJob(w, r, j)
+	serveGeneration(s, w, r, s.prepareCompletion)
 }
 
 func (s *Server) prepareCompletion(r *http.Request, req *completionRequest, body []byte) (*job, *apiError) {

@@ -310,6 +310,28 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
 }
 
 // decodeBody decodes JSON into v, mapping decode failures to pydantic-style errors.
+// serveGeneration reads and decodes a generation request of type R, turns it
+// into a job with prepare and serves it; each step answers with vLLM's error
+// when it fails.
+func serveGeneration[R any](s *Server, w http.ResponseWriter, r *http.Request, prepare func(*http.Request, *R, []byte) (*job, *apiError)) {
+	body, ae := s.readJSONBody(r)
+	if ae != nil {
+		writeAPIError(w, ae)
+		return
+	}
+	var req R
+	if ae := decodeBody(body, &req); ae != nil {
+		writeAPIError(w, ae)
+		return
+	}
+	j, ae := prepare(r, &req, body)
+	if ae != nil {
+		writeAPIError(w, ae)
+		return
+	}
+	s.serveJob(w, r, j)
+}
+
 func decodeBody(body []byte, v any) *apiError {
 	if err := json.Unmarshal(body, v); err != nil {
 		var se *json.SyntaxError
