@@ -244,3 +244,32 @@ var _ = Describe("the external backend", Label("fake"), func() {
 		Expect(err).To(MatchError(ContainSubstring("inprocess, process, container, vllm, external")))
 	})
 })
+
+var _ = DescribeTable("env.ContainerDefaults fills only what is unset, and the host override only for a local engine",
+	func(dockerHost, presetOverride, wantOverride string) {
+		for _, k := range []string{"DOCKER_HOST", "TESTCONTAINERS_HOST_OVERRIDE", "TESTCONTAINERS_RYUK_DISABLED"} {
+			old, had := os.LookupEnv(k)
+			DeferCleanup(func() {
+				if had {
+					_ = os.Setenv(k, old)
+				} else {
+					_ = os.Unsetenv(k)
+				}
+			})
+			Expect(os.Unsetenv(k)).To(Succeed())
+		}
+		if dockerHost != "" {
+			Expect(os.Setenv("DOCKER_HOST", dockerHost)).To(Succeed())
+		}
+		if presetOverride != "" {
+			Expect(os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", presetOverride)).To(Succeed())
+		}
+		env.ContainerDefaults()
+		Expect(os.Getenv("TESTCONTAINERS_HOST_OVERRIDE")).To(Equal(wantOverride))
+		Expect(os.Getenv("TESTCONTAINERS_RYUK_DISABLED")).To(Equal("true"))
+	},
+	Entry("default socket", "", "", "127.0.0.1"),
+	Entry("explicit unix socket", "unix:///var/run/docker.sock", "", "127.0.0.1"),
+	Entry("remote engine", "tcp://build-host.example:2376", "", ""),
+	Entry("a user's own override wins", "", "docker.internal", "docker.internal"),
+)

@@ -21,10 +21,13 @@ import (
 // they are not set already: no reaper (it is pulled from a registry) and
 // localhost as the Docker host (the sandbox has /.dockerenv).
 func ContainerDefaults() {
-	for k, v := range map[string]string{
-		"TESTCONTAINERS_RYUK_DISABLED": "true",
-		"TESTCONTAINERS_HOST_OVERRIDE": "127.0.0.1",
-	} {
+	defaults := map[string]string{"TESTCONTAINERS_RYUK_DISABLED": "true"}
+	// The host override only fits an engine on this machine; a remote
+	// DOCKER_HOST publishes ports on its own address.
+	if h := os.Getenv("DOCKER_HOST"); h == "" || strings.HasPrefix(h, "unix://") {
+		defaults["TESTCONTAINERS_HOST_OVERRIDE"] = "127.0.0.1"
+	}
+	for k, v := range defaults {
 		if _, ok := os.LookupEnv(k); !ok {
 			_ = os.Setenv(k, v)
 		}
