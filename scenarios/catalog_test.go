@@ -81,6 +81,13 @@ var _ = Describe("the catalog", func() {
 		Expect(s.Validate()).To(MatchError(ContainSubstring("unknown agent")))
 	})
 
+	It("says which field to set when a conversation names no script", func() {
+		s, err := scenarios.Lookup("single-chain/stream")
+		Expect(err).NotTo(HaveOccurred())
+		s.Plan.Main.Script = ""
+		Expect(s.Validate()).To(MatchError(ContainSubstring("names no script (set Conversation.Script)")))
+	})
+
 	It("gives servers that differ different keys", func() {
 		a, _ := scenarios.Lookup("long-context-32k")
 		b, _ := scenarios.Lookup("long-context-too-small")

@@ -314,6 +314,9 @@ func (s Scenario) Validate() error {
 		defined[sc.Name] = true
 	}
 	for _, used := range s.usedScripts() {
+		if used == "" {
+			return fmt.Errorf("scenario %s: a conversation of its plan names no script (set Conversation.Script)", s.Name)
+		}
 		if !defined[used] {
 			return fmt.Errorf("scenario %s: plan uses undefined script %q", s.Name, used)
 		}
