@@ -149,6 +149,16 @@ var _ = Describe("delivery", func() {
 			Expect(string(b)).To(Equal("{\"a\":1,\"b\":\"<x>\"}\n{\"a\":2}\n"))
 		})
 
+		It("refuses every later append once a failed append could not be cut back", func() {
+			w, err := consumer.CreateWriter(filepath.Join(GinkgoT().TempDir(), "out.jsonl"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(w.Append(consumer.Rollout{"a": 1})).To(Succeed())
+			Expect(consumer.CloseFileUnderneath(w)).To(Succeed())
+			Expect(w.Append(consumer.Rollout{"b": 2})).To(MatchError(ContainSubstring("append")))
+			err = w.Append(consumer.Rollout{"c": 3})
+			Expect(err).To(MatchError(ContainSubstring("unusable since an append could not be cut back")))
+		})
+
 		It("writes nothing for a record that cannot be encoded", func() {
 			path := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
 			w, err := consumer.CreateWriter(path)

@@ -22,6 +22,9 @@ type Writer struct {
 	mu   sync.Mutex
 	f    *os.File
 	size int64
+	// broken is set when a failed append could not be cut back: the file may
+	// end in a partial line, so nothing more may be appended after it.
+	broken error
 }
 
 // CreateWriter creates (or truncates) path and fsyncs its directory so the
@@ -80,6 +83,9 @@ func (w *Writer) Append(rec Rollout) error {
 	if w.f == nil {
 		return ErrWriterClosed
 	}
+	if w.broken != nil {
+		return fmt.Errorf("rollouts writer: unusable since an append could not be cut back: %w", w.broken)
+	}
 	n, err := w.f.Write(line)
 	if err == nil && n != len(line) {
 		err = fmt.Errorf("short write: %d of %d bytes", n, len(line))
@@ -89,8 +95,12 @@ func (w *Writer) Append(rec Rollout) error {
 	}
 	if err != nil {
 		// Cut the partial line so the file stays a valid JSONL.
-		if terr := w.f.Truncate(w.size); terr == nil {
-			_, _ = w.f.Seek(w.size, 0)
+		terr := w.f.Truncate(w.size)
+		if terr == nil {
+			_, terr = w.f.Seek(w.size, 0)
+		}
+		if terr != nil {
+			w.broken = errors.Join(err, terr)
 		}
 		return fmt.Errorf("rollouts writer: append: %w", err)
 	}
