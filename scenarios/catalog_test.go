@@ -31,6 +31,7 @@ var _ = Describe("the catalog", func() {
 			"retry-final-identical", "retry-first-call", "empty-generation-middle", "witnesses-disagree",
 			"witnesses-disagree-declared", "explicit-terminal-not-captured", "native-token-agent",
 			"record-without-rollout-id", "record-malformed-rollout-id",
+			"claude-code-inline-system-after-tool", "claude-code-inline-system-from-start",
 		} {
 			Expect(names).To(ContainElement(want))
 		}

@@ -156,5 +156,63 @@ func moreRows() []Scenario {
 		Expect: Expect{MaskSample: true, Checks: []Check{Eq("n_calls", 0), Contains("error", "malformed rollout id: ")}},
 		Tags:   []string{"stream"},
 	})
+	add(inlineSystemRows()...)
 	return out
+}
+
+// agentListReminder is the text of the inline role:"system" message the
+// Claude Code CLI sends after a tool result (its agent list).
+const agentListReminder = "Available agent types for the Agent tool:\n" +
+	"- general-purpose: general agent for researching complex questions and running multi-step tasks\n" +
+	"- Explore: fast agent for exploring codebases"
+
+// inlineSystemRows are the Claude Code CLI's inline role:"system" message:
+// new after a tool result (a digest-mismatch boundary) and, as the control,
+// present from the first call on (a clean chain).
+func inlineSystemRows() []Scenario {
+	script := func(name string) []Script {
+		return []Script{{Name: name, Turns: []Turn{
+			{ToolCalls: []ToolCall{claudeBash("echo hi", "Print hi")}},
+			{Content: "The command printed hi."},
+		}}}
+	}
+	plan := func(name string, fromFirstCall bool) agent.Plan {
+		p := claudePlan(name, agent.Delivered)
+		p.InlineSystem = &agent.InlineSystem{Text: agentListReminder, FromFirstCall: fromFirstCall}
+		return p
+	}
+	return []Scenario{{
+		Name: "claude-code-inline-system-after-tool",
+		Description: "the Claude-Code-like agent makes a Bash tool call, then sends the tool result followed by a " +
+			"new role:\"system\" message (the CLI's agent list, as in its recorded subagent run). The proxy, like " +
+			"vLLM's Messages-to-Chat translation (fidelity §8.6), merges inline system messages into the one " +
+			"leading system message Qwen's template needs, so call 2's rendered prompt changes near its start and " +
+			"no longer extends call 1's prompt and generation. Lineage (contract §3.8) counts system items by role " +
+			"only, so call 2 resolves to call 1 at request time; the builder's token check (§4.1 step 5) then " +
+			"fails: parent_digest_mismatch, a boundary with two roots and two chains. The record names call 2's " +
+			"served id, so the attributed chain crosses the mismatch: broken, masked (rows 11 and 17). Observed " +
+			"on the real path, as the analysis predicted: call 2's record says parent_resolution resolved " +
+			"(parent = call 1) and the verdict reports the mismatch",
+		Row: "17", Agent: agent.ClaudeCode,
+		Plan: plan("claude-code-inline-system-after-tool", false), Scripts: script("claude-code-inline-system-after-tool"),
+		Server: defaultServer(),
+		Expect: Expect{MaskSample: true, Checks: []Check{Eq("n_calls", 2),
+			Eq("parent_link_failures", map[string]int{"parent_digest_mismatch": 1}), Eq("unresolved_parent_calls", 1),
+			Eq("roots", 2), Eq("chains", 2),
+			Eq("terminal_attribution.method", "response_id"), Eq("terminal_attribution.chain", "broken")}},
+		Tags: []string{"stream"},
+	}, {
+		Name: "claude-code-inline-system-from-start",
+		Description: "control for claude-code-inline-system-after-tool: the same conversation and the same extra " +
+			"role:\"system\" message, but present from the first call on (right after the CLI's environment " +
+			"message). The merged leading system text is the same in both calls, so call 2's prompt extends call " +
+			"1's prompt and generation: one clean delivered chain (row 3)",
+		Row: "3", Agent: agent.ClaudeCode,
+		Plan: plan("claude-code-inline-system-from-start", true), Scripts: script("claude-code-inline-system-from-start"),
+		Server: defaultServer(),
+		Expect: Expect{MaskSample: false, Checks: append(healthy(2),
+			Eq("parent_link_failures", map[string]any{}), Eq("terminal_attribution.method", "response_id"),
+			Eq("terminal_attribution.chain", "delivered"))},
+		Tags: []string{"stream"},
+	}}
 }

@@ -162,6 +162,22 @@ type Compaction struct {
 	Summary string
 }
 
+// InlineSystem is an extra role:"system" entry inside the Messages history.
+// The capture proxy, like vLLM, merges every inline system message into the
+// one leading system message a Qwen-style template needs, so where it first
+// appears decides whether the rendered prompt of the next call still extends
+// the previous one.
+type InlineSystem struct {
+	// Text is the message's text (sent as one text block).
+	Text string
+	// FromFirstCall sends the message on every call, right after the first
+	// user message (and the CLI's environment message). False appends it
+	// once, after the tool results of the main conversation's first tool
+	// turn, so it is new in the call that follows (the CLI's behaviour in
+	// the recorded subagent run, calls 5 and 6).
+	FromFirstCall bool
+}
+
 // SubAgent runs a second conversation when the main conversation calls Tool.
 type SubAgent struct {
 	// Tool is the tool name that spawns the sub-agent (Claude Code: "Agent").
@@ -204,6 +220,10 @@ type Plan struct {
 	Probe bool
 	// Title runs a short auxiliary call before the main conversation.
 	Title *Conversation
+	// InlineSystem adds one more role:"system" message to the main
+	// conversation's messages, as the Claude Code CLI does (e.g. its agent
+	// list after a tool result). Only the Claude Code agent supports it.
+	InlineSystem *InlineSystem
 	// Attribution shapes the record's response id.
 	Attribution Attribution
 	// EchoReasoning sends earlier reasoning back in assistant turns.
@@ -265,6 +285,9 @@ func (p Plan) validate() error {
 	default:
 		return fmt.Errorf("%w: unknown RecordKey %q", ErrInvalidPlan, p.RecordKey)
 	}
+	if p.InlineSystem != nil && p.InlineSystem.Text == "" {
+		return fmt.Errorf("%w: InlineSystem.Text is empty", ErrInvalidPlan)
+	}
 	if p.Compaction != nil && p.Compaction.Summary == "" {
 		return fmt.Errorf("%w: Compaction.Summary is empty", ErrInvalidPlan)
 	}
@@ -308,6 +331,9 @@ func Run(ctx context.Context, k Kind, t Target, p Plan) (*Result, error) {
 	}
 	if p.NativeTokens && k == ClaudeCode {
 		return nil, fmt.Errorf("%w: NativeTokens needs a Chat Completions agent, not %s", ErrInvalidPlan, k)
+	}
+	if p.InlineSystem != nil && k != ClaudeCode {
+		return nil, fmt.Errorf("%w: InlineSystem needs the Claude Code agent, not %s", ErrInvalidPlan, k)
 	}
 	r := newRunner(k, t, p)
 	if t.Client == nil {

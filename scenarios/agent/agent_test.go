@@ -152,6 +152,75 @@ var _ = Describe("the Claude-Code-like agent", func() {
 		Expect(out[2]).To(HaveKeyWithValue("output", "ok"))
 		Expect(out[3]).To(HaveKeyWithValue("role", "assistant"))
 	})
+
+	// rolesOf lists a Messages request's roles and, for system entries, the
+	// text of their first block (or their string content).
+	rolesOf := func(r *recorded) ([]string, []string) {
+		var roles, systemTexts []string
+		for _, m := range r.JSON["messages"].([]any) {
+			mm := m.(map[string]any)
+			roles = append(roles, mm["role"].(string))
+			if mm["role"] != "system" {
+				continue
+			}
+			switch c := mm["content"].(type) {
+			case string:
+				systemTexts = append(systemTexts, c)
+			case []any:
+				systemTexts = append(systemTexts, c[0].(map[string]any)["text"].(string))
+			}
+		}
+		return roles, systemTexts
+	}
+	toolThenText := func() *stub {
+		return &stub{answer: func(w http.ResponseWriter, r *recorded, n int) {
+			if n == 1 {
+				sse(w, anthropicToolUse("msg_1")...)
+				return
+			}
+			sse(w, anthropicText("msg_2", "printed hi")...)
+		}}
+	}
+	const agentList = "Available agent types: general-purpose, Explore."
+
+	It("appends an inline system message after the first tool result, new in the next call", func(ctx SpecContext) {
+		s := toolThenText()
+		p := agent.Plan{Model: "pol", Main: agent.Conversation{Script: "s", Task: "run echo hi"}, Attribution: agent.Delivered,
+			InlineSystem: &agent.InlineSystem{Text: agentList}}
+		res, err := agent.Run(ctx, agent.ClaudeCode, agent.Target{BaseURL: serve(s), RolloutID: "r1"}, p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Err).NotTo(HaveOccurred())
+		Expect(s.requests).To(HaveLen(2))
+
+		roles, texts := rolesOf(s.requests[0])
+		Expect(roles).To(Equal([]string{"user", "system"}), "not there before the tool result")
+		Expect(texts).NotTo(ContainElement(agentList))
+
+		roles, texts = rolesOf(s.requests[1])
+		Expect(roles).To(Equal([]string{"user", "system", "assistant", "user", "system"}))
+		Expect(texts[1]).To(Equal(agentList))
+		msgs := s.requests[1].JSON["messages"].([]any)
+		inline := msgs[4].(map[string]any)
+		Expect(inline).To(HaveKeyWithValue("output_config", map[string]any{"effort": "high"}), "the CLI's per-message key")
+		Expect(msgs[3].(map[string]any)["content"].([]any)[0]).To(HaveKeyWithValue("type", "tool_result"))
+		Expect(res.Record["response"].(map[string]any)["output"]).To(HaveLen(4), "the transcript does not carry it")
+	})
+
+	It("sends the inline system message from the first call on when asked", func(ctx SpecContext) {
+		s := toolThenText()
+		p := agent.Plan{Model: "pol", Main: agent.Conversation{Script: "s", Task: "run echo hi"}, Attribution: agent.Delivered,
+			InlineSystem: &agent.InlineSystem{Text: agentList, FromFirstCall: true}}
+		res, err := agent.Run(ctx, agent.ClaudeCode, agent.Target{BaseURL: serve(s), RolloutID: "r1"}, p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Err).NotTo(HaveOccurred())
+		Expect(s.requests).To(HaveLen(2))
+		for i, want := range [][]string{{"user", "system", "system"}, {"user", "system", "system", "assistant", "user"}} {
+			roles, texts := rolesOf(s.requests[i])
+			Expect(roles).To(Equal(want), "call %d", i+1)
+			Expect(texts).To(HaveLen(2))
+			Expect(texts[1]).To(Equal(agentList), "call %d", i+1)
+		}
+	})
 })
 
 var _ = Describe("the OpenAI Chat agent", func() {
@@ -261,6 +330,8 @@ var _ = DescribeTable("bad targets and plans are refused before any traffic",
 	Entry("no task", agent.OpenAIChat, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m"}, agent.ErrInvalidPlan),
 	Entry("unknown attribution", agent.OpenAIChat, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m", Main: agent.Conversation{Task: "t"}, Attribution: "x"}, agent.ErrInvalidPlan),
 	Entry("unknown record key", agent.OpenAIChat, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m", Main: agent.Conversation{Task: "t"}, RecordKey: "x"}, agent.ErrInvalidPlan),
+	Entry("inline system message on a Chat agent", agent.OpenAIChat, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m", Main: agent.Conversation{Task: "t"}, InlineSystem: &agent.InlineSystem{Text: "x"}}, agent.ErrInvalidPlan),
+	Entry("inline system message without text", agent.ClaudeCode, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m", Main: agent.Conversation{Task: "t"}, InlineSystem: &agent.InlineSystem{}}, agent.ErrInvalidPlan),
 	Entry("native tokens on the Messages agent", agent.ClaudeCode, agent.Target{BaseURL: "http://x"}, agent.Plan{Model: "m", Main: agent.Conversation{Task: "t"}, NativeTokens: true}, agent.ErrInvalidPlan),
 )
 

@@ -131,6 +131,13 @@ func withEnvironmentMessage(msgs []map[string]any, first bool) []map[string]any 
 	return append(out, msgs[1:]...)
 }
 
+// inlineSystemMessage is an extra role:"system" history entry in the CLI's
+// shape (a text block list plus the per-message output_config).
+func inlineSystemMessage(text string) map[string]any {
+	return map[string]any{"role": "system", "output_config": map[string]any{"effort": "high"},
+		"content": []any{map[string]any{"type": "text", "text": text}}}
+}
+
 // withMovingCacheControl copies the history and puts the single message-level
 // cache_control on the last block of the newest message, as the CLI does
 // (so call N+1 is not a byte-prefix extension of call N).

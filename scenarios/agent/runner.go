@@ -178,6 +178,14 @@ func (r *runner) maxTurns() int {
 func (r *runner) converse(ctx context.Context, s *convState, isMain bool, tr *transcript) (string, error) {
 	r.d.start(s)
 	s.messages = append(s.messages, r.d.user(s.conv.Task))
+	inline := r.plan.InlineSystem
+	if !isMain {
+		inline = nil
+	}
+	if inline != nil && inline.FromFirstCall {
+		s.messages = append(s.messages, inlineSystemMessage(inline.Text))
+		inline = nil
+	}
 	followUp := 0
 	for turn := 0; ; turn++ {
 		if turn >= r.maxTurns() {
@@ -216,6 +224,11 @@ func (r *runner) converse(ctx context.Context, s *convState, isMain bool, tr *tr
 		s.messages = append(s.messages, r.d.toolResults(rep.ToolCalls, outputs)...)
 		if tr != nil {
 			tr.addOutputs(rep.ToolCalls, outputs)
+		}
+		if inline != nil {
+			// New from the next call on, and kept in the history after it.
+			s.messages = append(s.messages, inlineSystemMessage(inline.Text))
+			inline = nil
 		}
 		if isMain && r.plan.Compaction != nil && r.plan.Compaction.AfterTurn == turn {
 			r.compact(s)
