@@ -273,21 +273,5 @@ func (s *Server) appendCompletionChunk(b []byte, j *job, o *outcome, pendingFrom
 	} else {
 		b = append(b, "null"...)
 	}
-	b = append(b, `,"token_ids":`...)
-	if j.returnTokenIDs {
-		b = appendInts(b, o.gen.ids[pendingFrom:i+1])
-	} else {
-		b = append(b, "null"...)
-	}
-	b = append(b, "}]"...)
-	if j.continuousUsage {
-		b = append(b, `,"usage":`...)
-		b = appendUsage(b, len(j.promptIDs), i+1)
-		b = append(b, '}')
-	}
-	if last && !j.includeUsage {
-		b = append(b, `,"system_fingerprint":`...)
-		b = appendJSONString(b, s.fingerprint)
-	}
-	return append(b, '}'), true
+	return s.appendChunkTail(b, j, o, pendingFrom, i, last), true
 }

@@ -262,23 +262,7 @@ func (s *Server) appendChatChunk(b []byte, j *job, o *outcome, pendingFrom, i in
 	} else {
 		b = append(b, "null"...)
 	}
-	b = append(b, `,"token_ids":`...)
-	if j.returnTokenIDs {
-		b = appendInts(b, o.gen.ids[pendingFrom:i+1])
-	} else {
-		b = append(b, "null"...)
-	}
-	b = append(b, "}]"...)
-	if j.continuousUsage {
-		b = append(b, `,"usage":`...)
-		b = appendUsage(b, len(j.promptIDs), i+1)
-		b = append(b, '}')
-	}
-	if last && !j.includeUsage {
-		b = append(b, `,"system_fingerprint":`...)
-		b = appendJSONString(b, s.fingerprint)
-	}
-	return append(b, '}'), true
+	return s.appendChunkTail(b, j, o, pendingFrom, i, last), true
 }
 
 // appendForcedToolDeltas sends guided-decoding tool calls whole at the end.
@@ -298,4 +282,27 @@ func (s *Server) appendForcedToolDeltas(b []byte, j *job, o *outcome) []byte {
 		b = append(b, "}}"...)
 	}
 	return b
+}
+
+// appendChunkTail closes a streamed chunk's choice with its token ids, then
+// adds the per-chunk usage and, on the last chunk without a usage chunk to
+// follow, the system fingerprint. Chat and completions chunks end alike.
+func (s *Server) appendChunkTail(b []byte, j *job, o *outcome, pendingFrom, i int, last bool) []byte {
+	b = append(b, `,"token_ids":`...)
+	if j.returnTokenIDs {
+		b = appendInts(b, o.gen.ids[pendingFrom:i+1])
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, "}]"...)
+	if j.continuousUsage {
+		b = append(b, `,"usage":`...)
+		b = appendUsage(b, len(j.promptIDs), i+1)
+		b = append(b, '}')
+	}
+	if last && !j.includeUsage {
+		b = append(b, `,"system_fingerprint":`...)
+		b = appendJSONString(b, s.fingerprint)
+	}
+	return append(b, '}')
 }
