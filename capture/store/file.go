@@ -594,10 +594,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 // BeginCall records a call intent before generation (contract §2.5). An
 // intent without an entry makes the next freeze incomplete.
 func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
-	if err := ValidateRolloutID(rolloutID); err != nil {
-		return err
-	}
-	if err := validateCallID(callID); err != nil {
+	if err := validateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)
@@ -618,10 +615,7 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 // works after a freeze (so a late loss invalidates a consumed snapshot) but
 // not after retirement.
 func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string) error {
-	if err := ValidateRolloutID(rolloutID); err != nil {
-		return err
-	}
-	if err := validateCallID(callID); err != nil {
+	if err := validateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)

@@ -46,6 +46,15 @@ func ValidateRolloutID(id string) error {
 	return nil
 }
 
+// validateCall checks the ids of a call intent or a lost call before any
+// file is touched.
+func validateCall(rolloutID, callID string) error {
+	if err := ValidateRolloutID(rolloutID); err != nil {
+		return err
+	}
+	return validateCallID(callID)
+}
+
 // validateCallID rejects call ids that would split a line of the intents or
 // incomplete file. Python does not check this; a Go writer must not corrupt
 // the files a Python reader parses line by line.
