@@ -88,6 +88,8 @@ type Session struct {
 	out    string
 	tmp    string
 	writer *consumer.Writer
+	// inputs holds the records before finalization (InputsFileName).
+	inputs *consumer.Writer
 	envs   map[string]env.Env
 	// binary and image are built once per session for the process and
 	// container backends (unless Options.Binary is given).
@@ -97,6 +99,11 @@ type Session struct {
 
 // RolloutsFileName is the records file inside the out dir.
 const RolloutsFileName = "rollouts.jsonl"
+
+// InputsFileName holds the same records as the agents handed them over,
+// before finalization replaced response.output: what `capbench explain
+// --rollouts` needs (see docs/run.md).
+const InputsFileName = "rollouts.input.jsonl"
 
 // NewSession prepares the out dir and the records file.
 func NewSession(opts Options) (*Session, error) {
@@ -117,6 +124,12 @@ func NewSession(opts Options) (*Session, error) {
 		return nil, fmt.Errorf("rollouts file: %w", err)
 	}
 	s.writer = w
+	in, err := consumer.CreateWriter(filepath.Join(s.out, InputsFileName))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("rollouts file: %w", err)
+	}
+	s.inputs = in
 	return s, nil
 }
 
@@ -141,6 +154,10 @@ func (s *Session) Close() error {
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 		s.writer = nil
+	}
+	if s.inputs != nil {
+		errs = append(errs, s.inputs.Close())
+		s.inputs = nil
 	}
 	if s.tmp != "" {
 		errs = append(errs, os.RemoveAll(s.tmp))
@@ -275,7 +292,7 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 			return agent.Run(ctx, sc.Agent, t, plan)
 		}}
 	}
-	col := &Collector{Source: e.Source(), Writer: s.writer, Options: s.opts.consumerOptions(),
+	col := &Collector{Source: e.Source(), Writer: s.writer, InputWriter: s.inputs, Options: s.opts.consumerOptions(),
 		Concurrency: s.opts.Concurrency}
 	if s.opts.Faults.FlipMask {
 		col.Mutate = flipMask

@@ -96,7 +96,7 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 		Expect(sum.Retired).To(Equal(len(got) - masked))
 	})
 
-	It("stops with a clear error on a line that is not a JSON object, keeping what was written", func() {
+	It("checks the whole input first: a bad line stops the run before any record is finalized", func() {
 		src := store.NewMemoryStore()
 		putAll(context.Background(), src, chainABC()...)
 		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
@@ -106,9 +106,12 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 		sum, err := consumer.FinalizeRollouts(context.Background(), in, w, src, consumer.DefaultOptions(), nil)
 		Expect(err).To(MatchError(ContainSubstring("rollouts line 2")))
 		Expect(w.Close()).To(Succeed())
-		Expect(sum.Records).To(Equal(1))
+		Expect(sum.Records).To(BeZero())
 		b, _ := os.ReadFile(outPath)
-		Expect(jsonLines(b)).To(HaveLen(1))
+		Expect(b).To(BeEmpty())
+		snap, err := src.Freeze(context.Background(), "r-1")
+		Expect(err).NotTo(HaveOccurred(), "r-1 was not retired")
+		Expect(snap.Entries).To(HaveLen(3))
 	})
 
 	It("refuses a line that holds more than one JSON value instead of dropping the rest", func() {
