@@ -52,8 +52,8 @@ type Collected struct {
 // Collector runs rollouts with bounded concurrency, finalizes each with the
 // consumer, appends the record durably and only then retires the snapshot.
 type Collector struct {
-	Source      store.Source
-	Writer      RecordWriter
+	Source store.Source
+	Writer RecordWriter
 	// InputWriter, when set, receives each record as the agent (and any
 	// seal) handed it over, before finalization rewrites it, so a run's
 	// rollouts can be explained afterwards.

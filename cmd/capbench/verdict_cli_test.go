@@ -3,8 +3,8 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
