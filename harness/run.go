@@ -95,6 +95,9 @@ type Session struct {
 	// container backends (unless Options.Binary is given).
 	binary, binDir, image string
 	prepErr               error
+	// externalKey is the server settings an external vLLM is taken to run
+	// (see externalServer); "" for the other backends.
+	externalKey string
 }
 
 // RolloutsFileName is the records file inside the out dir.
@@ -263,6 +266,10 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 	if err := sc.Validate(); err != nil {
 		return fail(res, err.Error())
 	}
+	if s.externalKey != "" && sc.Server.Key() != s.externalKey {
+		res.Status, res.SkipReason = StatusSkip, otherServerReason(sc)
+		return res
+	}
 	e, err := s.envFor(ctx, sc)
 	if err != nil {
 		if errors.Is(err, env.ErrUnavailable) || errors.Is(err, env.ErrUnsupported) {
@@ -373,11 +380,18 @@ func flipMask(rec map[string]any) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Run runs the scenarios in order and returns the result; the records file
-// lies in opts.OutDir (when given).
+// lies in opts.OutDir (when given). An environment that cannot run any
+// scenario (Preflight) is an error before the first one, with a nil result.
 func Run(ctx context.Context, scs []scenarios.Scenario, opts Options) (*RunResult, error) {
+	if err := Preflight(ctx, opts); err != nil {
+		return nil, err
+	}
 	s, err := NewSession(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Backend == env.External && opts.VLLMURL != "" {
+		s.externalKey = externalServer(scs)
 	}
 	backend := opts.Backend
 	if backend == "" {

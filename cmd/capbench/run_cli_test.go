@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -32,11 +35,40 @@ var _ = Describe("capbench run", func() {
 		}
 	})
 
-	It("lists the catalog", func(ctx SpecContext) {
+	It("lists the catalog in short aligned lines, and in full with -v", func(ctx SpecContext) {
 		stdout, err := capbench(ctx, "run", "--list")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stdout).To(ContainSubstring("lost-call"))
 		Expect(stdout).To(ContainSubstring("missing-training-segment"))
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		col := -1
+		for _, l := range lines[:len(lines)-2] {
+			Expect(len([]rune(l))).To(BeNumerically("<=", 120), l)
+			name := strings.Fields(l)[0]
+			at := len(name) + strings.Index(l[len(name):], strings.TrimLeft(l[len(name):], " "))
+			if col < 0 {
+				col = at
+			}
+			Expect(at).To(Equal(col), "descriptions start in one column: %q", l)
+		}
+		verbose, err := capbench(ctx, "run", "--list", "-v")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(verbose)).To(BeNumerically(">", len(stdout)))
+	})
+
+	It("does not report success when nothing ran", func(ctx SpecContext) {
+		// A server that answers /health but takes no scripts, as a real vLLM:
+		// every scripted scenario is skipped.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/health" {
+				return
+			}
+			http.NotFound(w, r)
+		}))
+		defer srv.Close()
+		out := GinkgoT().TempDir()
+		_, err := capbench(ctx, "run", "--backend", "external", "--vllm-url", srv.URL, "--scenario", "lost-call,single-chain/stream", "--out", out)
+		Expect(err).To(MatchError(ContainSubstring("nothing ran: all 2 selected scenarios were skipped")))
 	})
 
 	DescribeTable("refuses bad invocations with a message that names the problem",
@@ -45,6 +77,16 @@ var _ = Describe("capbench run", func() {
 			Expect(err).To(MatchError(ContainSubstring(want)))
 		},
 		Entry("unknown scenario", []string{"run", "--scenario", "no-such-scenario", "--out", "-"}, "no-such-scenario"),
+		Entry("mistyped scenario", []string{"run", "--scenario", "lost-cal"}, `did you mean "lost-call"? (`+"`capbench run --list`"),
+		Entry("zero rollouts", []string{"run", "--rollouts", "0"}, "--rollouts 0: want at least 1"),
+		Entry("zero concurrency", []string{"run", "--concurrency", "0"}, "--concurrency 0: want at least 1"),
+		Entry("a flag the backend ignores", []string{"run", "--vllm-url", "http://127.0.0.1:8000"}, "--vllm-url does not apply to --backend inprocess"),
+		Entry("an image without the vllm backend", []string{"run", "--backend", "process", "--image", "x"}, "--image does not apply to --backend process"),
+		Entry("an external proxy without the fake behind it", []string{"run", "--backend", "external", "--proxy-url", "http://127.0.0.1:9", "--capture-dir", "."}, "needs --vllm-url"),
+		Entry("a base URL ending in /v1", []string{"run", "--backend", "external", "--vllm-url", "http://127.0.0.1:8000/v1"}, "without /v1 (http://127.0.0.1:8000)"),
+		Entry("a URL without a scheme", []string{"run", "--backend", "external", "--vllm-url", "127.0.0.1:8000"}, "want an absolute http://"),
+		Entry("nothing listening, reported once as an environment error", []string{"run", "--backend", "external", "--vllm-url", "http://127.0.0.1:1"}, "environment: nothing answers at --vllm-url"),
+		Entry("-v without --list", []string{"run", "-v"}, "-v goes with --list"),
 		Entry("unknown backend", []string{"run", "--backend", "moon"}, "moon"),
 		Entry("proxy without upstream", []string{"proxy"}, "upstream"),
 		Entry("bench with a malformed header", []string{"bench", "--url", "http://127.0.0.1:1", "--header", "nocolon"}, "Name: value"),
