@@ -393,6 +393,13 @@ func Run(ctx context.Context, scs []scenarios.Scenario, opts Options) (*RunResul
 	if opts.Backend == env.External && opts.VLLMURL != "" {
 		s.externalKey = externalServer(scs)
 	}
+	// What the process and container backends build (a binary, an image)
+	// serves every scenario: a failure is one environment error, not one
+	// disagreement per scenario.
+	if err := s.prepare(context.WithoutCancel(ctx)); err != nil {
+		closeErr := s.Close()
+		return nil, errors.Join(fmt.Errorf("%w: %w", ErrEnvironment, err), closeErr)
+	}
 	backend := opts.Backend
 	if backend == "" {
 		backend = env.InProcess

@@ -56,6 +56,12 @@ var _ = Describe("capbench run", func() {
 		Expect(len(verbose)).To(BeNumerically(">", len(stdout)))
 	})
 
+	It("prints its version", func(ctx SpecContext) {
+		stdout, err := capbench(ctx, "--version")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(stdout).To(MatchRegexp(`^capbench version \S+`))
+	})
+
 	It("does not report success when nothing ran", func(ctx SpecContext) {
 		// A server that answers /health but takes no scripts, as a real vLLM:
 		// every scripted scenario is skipped.
