@@ -547,4 +547,3 @@ func extractRecord(raw []byte) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }
-
