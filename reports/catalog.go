@@ -12,31 +12,43 @@ import (
 const listWidth = 120
 
 // CatalogList renders the scenario catalog: one aligned line per scenario
-// with its description cut to fit, or with verbose the full description
+// with its row of docs/scenarios.md and its description cut to fit, or with
+// verbose the full description
 // wrapped under each name with its agent, server and expectation. The rows
 // are described in docs/scenarios.md.
 func CatalogList(w io.Writer, scs []scenarios.Scenario, verbose bool) error {
-	width := 0
+	width, rowWidth := 0, len("ROW")
 	for _, s := range scs {
 		width = max(width, len(s.Name))
+		rowWidth = max(rowWidth, len(s.Row))
 	}
 	var b strings.Builder
+	if !verbose {
+		fmt.Fprintf(&b, "%-*s  %-*s  %s\n", width, "SCENARIO", rowWidth, "ROW", "DESCRIPTION (rows: docs/scenarios.md)")
+	}
 	for _, s := range scs {
 		if verbose {
-			fmt.Fprintf(&b, "%s\n", s.Name)
+			fmt.Fprintf(&b, "%s (row %s of docs/scenarios.md)\n", s.Name, orDash(string(s.Row)))
 			for _, line := range wrap(s.Description, listWidth-4) {
 				fmt.Fprintf(&b, "    %s\n", line)
 			}
 			fmt.Fprintf(&b, "    agent %s, expects mask=%v\n\n", s.Agent, s.Expect.MaskSample)
 			continue
 		}
-		fmt.Fprintf(&b, "%-*s  %s\n", width, s.Name, cut(s.Description, listWidth-width-2))
+		fmt.Fprintf(&b, "%-*s  %-*s  %s\n", width, s.Name, rowWidth, orDash(string(s.Row)), cut(s.Description, listWidth-width-rowWidth-4))
 	}
 	if !verbose {
 		fmt.Fprintf(&b, "\n%d scenarios; `capbench run --list -v` prints the full descriptions.\n", len(scs))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // cut shortens s to n runes at a word boundary, marking the cut with "…".
