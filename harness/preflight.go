@@ -43,7 +43,7 @@ func Preflight(ctx context.Context, opts Options) error {
 	case env.Container:
 		env.ContainerDefaults()
 		if ok, why := env.DockerUsable(ctx); !ok {
-			return fmt.Errorf("%w: the container backend needs a Docker engine: %s", ErrEnvironment, DockerReason(why))
+			return fmt.Errorf("%w: the container backend needs a Docker engine: %s", ErrEnvironment, why)
 		}
 	case env.RealVLLM:
 		image := opts.Image
@@ -55,18 +55,6 @@ func Preflight(ctx context.Context, opts Options) error {
 		}
 	}
 	return nil
-}
-
-// DockerReason says in plain words why the Docker engine did not answer
-// when the daemon is simply not running.
-func DockerReason(why string) string {
-	low := strings.ToLower(why)
-	for _, s := range []string{"cannot connect to the docker daemon", "connection refused", "no such file or directory", "docker.sock"} {
-		if strings.Contains(low, s) {
-			return "the Docker daemon is not running (start it, e.g. `sudo systemctl start docker` or `dockerd`): " + why
-		}
-	}
-	return why
 }
 
 // ValidateURL checks a base URL given by flag: absolute http(s) with a host,

@@ -98,7 +98,12 @@ var _ = Describe("capbench run", func() {
 		Entry("bench with a malformed header", []string{"bench", "--url", "http://127.0.0.1:1", "--header", "nocolon"}, "Name: value"),
 		Entry("bench with an unknown progress mode", []string{"bench", "--url", "http://127.0.0.1:1", "--progress", "sometimes"}, "auto, on or off"),
 		Entry("bench overhead without rounds", []string{"bench", "--rounds", "0"}, "Rounds"),
-		Entry("fake-vllm with a negative TTFT", []string{"fake-vllm", "--ttft", "-1s", "--port", "0"}, "TTFT must not be negative", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a negative TTFT", []string{"fake-vllm", "--ttft", "-1s", "--port", "0"}, "--ttft -1s: must not be negative", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with an unknown dtype", []string{"fake-vllm", "--dtype", "int4", "--port", "0"}, "argument --dtype: invalid choice: 'int4' (choose from 'auto', 'half'", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with an unknown KV-cache dtype", []string{"fake-vllm", "--kv-cache-dtype", "int4", "--port", "0"}, "argument --kv-cache-dtype: invalid choice", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a memory size without a unit", []string{"fake-vllm", "--gpu-memory", "48", "--port", "0"}, "--gpu-memory 48: give a unit, e.g. 48GiB", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a fault rate above 1", []string{"fake-vllm", "--fault-rate", "2", "--port", "0"}, "--fault-rate 2: want a probability", SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a negative time scale", []string{"fake-vllm", "--time-scale", "-1", "--port", "0"}, "--time-scale -1: must not be negative", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with a bad memory size", []string{"fake-vllm", "--gpu-memory", "lots", "--port", "0"}, `--gpu-memory: bad value: memory size "lots"`, SpecTimeout(10*time.Second)),
 	)
 
