@@ -226,60 +226,7 @@ func decodeRollout(line []byte) (Rollout, error) {
 	return rec, nil
 }
 
-// VerdictLine is the per-rollout summary `capbench verdict` prints.
-type VerdictLine struct {
-	RolloutID  string  `json:"rollout_id"`
-	MaskSample bool    `json:"mask_sample"`
-	Metrics    Metrics `json:"metrics"`
-	Error      *string `json:"error"`
-	Output     []any   `json:"output"`
-}
-
-// NewVerdictLine summarises a result.
-func NewVerdictLine(r *Result) VerdictLine {
-	v := VerdictLine{RolloutID: r.RolloutID, MaskSample: r.MaskSample, Metrics: r.Metrics, Output: []any{}}
-	if r.Error != "" {
-		e := r.Error
-		v.Error = &e
-	}
-	if r.RebuiltResponse != nil {
-		if out, ok := r.RebuiltResponse["output"].([]any); ok {
-			v.Output = out
-		}
-	}
-	return v
-}
-
 // RolloutLister lists the rollouts of a capture directory.
 type RolloutLister interface {
 	Rollouts(ctx context.Context) ([]string, error)
-}
-
-// VerdictDir consumes every rollout of a capture directory, in rollout-id
-// order, without a verified response and without retiring anything, and
-// writes one VerdictLine per rollout as a JSON line. Freezing marks each
-// rollout frozen, as Gym's consumer does.
-func VerdictDir(ctx context.Context, src interface {
-	store.Source
-	RolloutLister
-}, opts Options, out io.Writer) error {
-	ids, err := src.Rollouts(ctx)
-	if err != nil {
-		return fmt.Errorf("list rollouts: %w", err)
-	}
-	bw := bufio.NewWriter(out)
-	for _, id := range ids {
-		res, err := Consume(ctx, src, id, Input{}, opts)
-		if err != nil {
-			return err
-		}
-		b, err := marshalNoEscape(NewVerdictLine(res))
-		if err != nil {
-			return fmt.Errorf("encode verdict of %s: %w", id, err)
-		}
-		if _, err := bw.Write(append(b, '\n')); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
 }

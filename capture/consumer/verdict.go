@@ -133,6 +133,49 @@ func Judge(ctx context.Context, src Looker, rolloutID string, in Input, opts Opt
 	return r, false, nil
 }
 
+// DirLooker is a read-only store that can also list its rollouts.
+type DirLooker interface {
+	Looker
+	RolloutLister
+}
+
+// JudgeDir judges the named rollouts (all of them, in id order, when ids is
+// empty) without changing anything and returns one verdict each. A retired
+// rollout is reported as finalized, with where(id) naming the file that
+// holds its record when where is set. An unknown id, or a directory without
+// rollouts, is an error.
+func JudgeDir(ctx context.Context, src DirLooker, ids []string, opts Options, withResponse bool, where func(id string) string) ([]Verdict, error) {
+	if len(ids) == 0 {
+		var err error
+		if ids, err = src.Rollouts(ctx); err != nil {
+			return nil, fmt.Errorf("list rollouts: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil, ErrNoRollouts
+		}
+	}
+	vs := make([]Verdict, 0, len(ids))
+	for _, id := range ids {
+		res, retired, err := Judge(ctx, src, id, Input{}, opts)
+		switch {
+		case err != nil:
+			return nil, err
+		case retired:
+			w := ""
+			if where != nil {
+				w = where(id)
+			}
+			vs = append(vs, FinalizedVerdict(id, w))
+		default:
+			vs = append(vs, NewVerdict(res, withResponse))
+		}
+	}
+	return vs, nil
+}
+
+// ErrNoRollouts is returned by JudgeDir for a directory without rollouts.
+var ErrNoRollouts = errors.New("holds no captured rollouts (no *.tokens.* files)")
+
 // IsFinalizedRecord reports whether a rollout record was already
 // finalized (it carries the consumer's metrics), so its response.output is
 // the rebuilt output rather than what the harness returned.

@@ -33,6 +33,19 @@ var _ = Describe("capbench run", func() {
 		for _, row := range rows {
 			Expect(row).To(HaveKey("_ng_token_capture"))
 		}
+		inputs := readJSONL(filepath.Join(out, "rollouts.input.jsonl"))
+		Expect(inputs).To(HaveLen(2))
+		for _, row := range inputs {
+			Expect(row).NotTo(HaveKey("_ng_token_capture"), "the records before finalization")
+		}
+
+		By("every run's rollout can be explained afterwards")
+		text, err := capbench(ctx, "explain", "--capture-dir", filepath.Join(out, "capture"),
+			"--rollouts", filepath.Join(out, "rollouts.input.jsonl"), "retry-final-call-0")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(text).To(ContainSubstring("Masked: no witness named the terminal call, and a call was retried"))
+		_, err = capbench(ctx, "explain", "--capture-dir", filepath.Join(out, "capture"), "single-chain.stream-0")
+		Expect(err).To(MatchError(And(ContainSubstring("already finalized"), ContainSubstring(filepath.Join(out, "rollouts.jsonl")))))
 	})
 
 	It("lists the catalog in short aligned lines, and in full with -v", func(ctx SpecContext) {

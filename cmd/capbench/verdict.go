@@ -97,26 +97,12 @@ func judgeDir(cmd *cobra.Command, dir string, ids []string, opts consumer.Option
 	if err != nil {
 		return fmt.Errorf("--capture-dir: %w", err)
 	}
-	ctx := cmd.Context()
-	if len(ids) == 0 {
-		if ids, err = ro.Rollouts(ctx); err != nil {
-			return fmt.Errorf("--capture-dir: %w", err)
-		}
-		if len(ids) == 0 {
-			return fmt.Errorf("--capture-dir %s holds no captured rollouts (no *.tokens.* files)", dir)
-		}
+	vs, err := consumer.JudgeDir(cmd.Context(), ro, ids, opts, withResponse, func(id string) string { return finalizedIn(dir, id) })
+	if errors.Is(err, consumer.ErrNoRollouts) {
+		return fmt.Errorf("--capture-dir %s %w", dir, err)
 	}
-	vs := make([]consumer.Verdict, 0, len(ids))
-	for _, id := range ids {
-		res, retired, err := consumer.Judge(ctx, ro, id, consumer.Input{}, opts)
-		switch {
-		case err != nil:
-			return err
-		case retired:
-			vs = append(vs, consumer.FinalizedVerdict(id, finalizedIn(dir, id)))
-		default:
-			vs = append(vs, consumer.NewVerdict(res, withResponse))
-		}
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		return reports.VerdictJSON(cmd.OutOrStdout(), vs)
