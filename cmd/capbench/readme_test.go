@@ -24,7 +24,11 @@ package main
 //
 // Skipped, with the reason printed: commands that need a GPU and a real
 // vLLM (--backend vllm, unless CAPBENCH_GPU=1), the Claude Code CLI
-// (`claude`), or a Docker engine when none answers (CI=true fails instead).
+// (`claude`), or a Docker engine when none answers (CI=true fails instead);
+// `make ...`, `go install`, `go build` and `go test` (the test builds its own
+// binary and runs under go test). Any other program, and shell syntax
+// (pipes, redirections, substitutions), fails the test until its block is
+// marked skipped.
 //
 // A block is skipped as a whole when the line right before its opening
 // fence (blank lines allowed) is an HTML comment
@@ -236,6 +240,12 @@ func (c readmeCommand) skipReason(ctx context.Context) string {
 	}
 	if len(c.args) > 1 && c.args[0] == "make" && c.args[1] == "test" {
 		return "runs the whole test suite, which this test is part of"
+	}
+	if len(c.args) > 1 && c.args[0] == "make" {
+		return "a make target: CI runs those, not the README test"
+	}
+	if len(c.args) > 1 && c.args[0] == "go" && (c.args[1] == "install" || c.args[1] == "build" || c.args[1] == "test") {
+		return "go " + c.args[1] + ": the README test builds its own binary and is itself run by go test"
 	}
 	args, _ := c.capbenchArgs()
 	if hasArgPair(args, "--backend", "vllm") && os.Getenv("CAPBENCH_GPU") != "1" {

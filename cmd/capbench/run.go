@@ -91,7 +91,7 @@ func newRunCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s, %s and report.md in %s\n",
 				harness.RolloutsFileName, harness.InputsFileName, harness.ResultFileName, out)
 			switch {
-			case errors.Is(runErr, context.Canceled):
+			case errors.Is(runErr, context.Canceled), errors.Is(runErr, context.DeadlineExceeded):
 				return fmt.Errorf("interrupted after %d of %d scenarios", len(res.Scenarios), len(scs))
 			case runErr != nil:
 				return runErr

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -67,6 +68,13 @@ var _ = Describe("capbench run", func() {
 		verbose, err := capbench(ctx, "run", "--list", "-v")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(len(verbose)).To(BeNumerically(">", len(stdout)))
+	})
+
+	It("says a run was interrupted, and exits non-zero", func(ctx SpecContext) {
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(300*time.Millisecond, cancel)
+		_, err := capbench(cctx, "run", "--out", GinkgoT().TempDir())
+		Expect(err).To(MatchError(MatchRegexp(`^interrupted after \d+ of 42 scenarios$`)))
 	})
 
 	It("prints its version", func(ctx SpecContext) {
