@@ -63,6 +63,7 @@ func CheckRolloutsFile(path string, o RolloutOptions) (*Report, error) {
 	for i := range r.Findings {
 		r.Findings[i].File = path
 	}
+	r.Sort()
 	return r, nil
 }
 

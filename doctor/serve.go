@@ -182,12 +182,8 @@ func checkMemory(s Serve, o ServeOptions, add func(flag, rule string, sev Severi
 		return nil
 	}
 	if !fc.Starts {
-		flag := "max-model-len"
 		fix := "set --max-model-len " + suggestLen(fc.LargestMaxModelLen, maxTokens+MinPromptRoom)
-		if s.MaxModelLen == "" {
-			flag = "model"
-		}
-		add(flag, "serve/refuses-to-start", Error, fmt.Sprintf("vLLM refuses to start on %s: %s: %s", o.GPULabel, fc.Refusal.Exception, fc.Refusal.Message),
+		add("max-model-len", "serve/refuses-to-start", Error, fmt.Sprintf("vLLM refuses to start on %s: %s: %s", o.GPULabel, fc.Refusal.Exception, fc.Refusal.Message),
 			fmt.Sprintf("the context (%d tokens by default for this model) needs more KV cache than the GPU has", prof.MaxPositionEmbeddings), fix)
 		return nil
 	}

@@ -17,6 +17,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newBenchCmd(),
 		newPlanCmd(),
+		newDoctorCmd(),
 	)
 	return root
 }
