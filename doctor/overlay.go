@@ -192,7 +192,9 @@ func (c *yamlCheck) captureBlock(b *yaml.Node, at string, scope, fallbackDir *ya
 	return true, dir
 }
 
-func isInterp(n *yaml.Node) bool { return n != nil && n.Kind == yaml.ScalarNode && interpolation.MatchString(n.Value) }
+func isInterp(n *yaml.Node) bool {
+	return n != nil && n.Kind == yaml.ScalarNode && interpolation.MatchString(n.Value)
+}
 
 func (c *yamlCheck) typeCheck(k, v *yaml.Node, at, typ string) {
 	if isInterp(v) || v.Tag == "!!null" && typ != "bool" && typ != "map" {

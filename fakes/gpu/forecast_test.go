@@ -131,9 +131,9 @@ var _ = Describe("Predict", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(f.Starts).To(Equal(wantStart), "refusal: %v", f.Refusal)
 		},
-		Entry(nil, "Qwen3-8B", "L40S", true),       // 40960 positions fit 44.52 GiB
-		Entry(nil, "Qwen3-32B", "L40S", false),     // 61 GiB of weights
-		Entry(nil, "Qwen3-32B", "H100", false),         // 61 GiB of weights leave less than the 10 GiB 40960 tokens need
+		Entry(nil, "Qwen3-8B", "L40S", true),   // 40960 positions fit 44.52 GiB
+		Entry(nil, "Qwen3-32B", "L40S", false), // 61 GiB of weights
+		Entry(nil, "Qwen3-32B", "H100", false), // 61 GiB of weights leave less than the 10 GiB 40960 tokens need
 		Entry(nil, "Qwen3-32B", "H200", true),
 		Entry(nil, "Llama-3.1-8B", "A100 40GB", true), // 131072 tokens need 16 GiB of KV; about 18 GiB is left
 		Entry(nil, "Llama-3.1-8B", "H200", true),

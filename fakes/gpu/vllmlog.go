@@ -49,7 +49,9 @@ var (
 // ErrNoKVCacheLine means the log holds none of the three KV-cache formats.
 var ErrNoKVCacheLine = errors.New("no KV-cache size line in the vLLM log")
 
-func atoiCommas(s string) (int64, error) { return strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64) }
+func atoiCommas(s string) (int64, error) {
+	return strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64)
+}
 
 // ParseVLLMLog reads a vLLM startup log. blockSize converts the blocks
 // format to tokens (0 means 16). The last occurrence of each figure wins, so
