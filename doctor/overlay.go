@@ -45,6 +45,8 @@ type Overlay struct {
 	Nested bool
 	// Dir is token_id_capture.dir (or model_call_capture_dir) as written.
 	Dir string
+	// OptedIn is true when all_agents or some agent's own flag is on.
+	OptedIn bool
 }
 
 type yamlCheck struct {
@@ -108,7 +110,7 @@ func CheckOverlay(src []byte, o ConfigOptions) (Overlay, []Finding) {
 		c.captureBlock(nested, "env.nemo_gym.token_id_capture", gymNode, fd)
 	}
 	if top != nil {
-		ov.Capture, ov.Dir = c.captureBlock(top, "token_id_capture", root, fallbackDir)
+		ov.Capture, ov.Dir, ov.OptedIn = c.captureBlock(top, "token_id_capture", root, fallbackDir)
 	} else if nested == nil {
 		c.add(root, "config/no-capture-block", Warning, "token_id_capture", "no token_id_capture block: capture stays off with this overlay", "", "add token_id_capture: {enabled: true, dir: /abs/path}")
 	}
@@ -119,10 +121,10 @@ func CheckOverlay(src []byte, o ConfigOptions) (Overlay, []Finding) {
 
 // captureBlock validates one token_id_capture mapping; scope is the mapping
 // that holds it (where responses_api_agents lives).
-func (c *yamlCheck) captureBlock(b *yaml.Node, at string, scope, fallbackDir *yaml.Node) (enabled bool, dir string) {
+func (c *yamlCheck) captureBlock(b *yaml.Node, at string, scope, fallbackDir *yaml.Node) (enabled bool, dir string, optedIn bool) {
 	if b.Kind != yaml.MappingNode {
 		c.add(b, "config/capture-not-mapping", Error, at, at+" is not a mapping", "", "write enabled:, dir: ... under it")
-		return false, ""
+		return false, "", false
 	}
 	known := slices.Sorted(func(yield func(string) bool) {
 		for k := range captureKeys {
@@ -145,14 +147,14 @@ func (c *yamlCheck) captureBlock(b *yaml.Node, at string, scope, fallbackDir *ya
 	switch {
 	case en == nil:
 		c.add(b, "config/not-enabled", Warning, at+".enabled", "enabled is not set, so capture is off (the default is false)", "", "set "+at+".enabled: true")
-		return false, ""
+		return false, "", false
 	case isInterp(en):
 		enabled = true
 	case en.Tag == "!!bool" && en.Value == "true":
 		enabled = true
 	default:
 		c.add(en, "config/not-enabled", Warning, at+".enabled", "enabled is false: capture is off and the other settings are not checked by Gym", "", "set "+at+".enabled: true to capture")
-		return false, ""
+		return false, "", false
 	}
 	_, d := mapGet(b, "dir")
 	_, sink := mapGet(b, "sink")
@@ -184,12 +186,13 @@ func (c *yamlCheck) captureBlock(b *yaml.Node, at string, scope, fallbackDir *ya
 		}
 	}
 	_, all := mapGet(b, "all_agents")
-	if !(all != nil && (all.Value == "true" || isInterp(all))) && !c.agentOptedIn(scope) {
+	optedIn = all != nil && (all.Value == "true" || isInterp(all)) || c.agentOptedIn(scope)
+	if !optedIn {
 		c.add(b, "config/no-agent-opt-in", Error, "responses_api_agents", "capture is enabled but no agent is opted in, so nothing is captured",
 			"participation is enabled AND (all_agents OR the agent's own token_id_capture flag)",
 			"add responses_api_agents.<agent>.token_id_capture: true (e.g. claude_code_agent) or token_id_capture.all_agents: true")
 	}
-	return true, dir
+	return true, dir, optedIn
 }
 
 func isInterp(n *yaml.Node) bool {

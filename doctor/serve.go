@@ -214,3 +214,25 @@ func suggestLen(largest, need int) string {
 	}
 	return fmt.Sprint(best)
 }
+
+// FittingMaxModelLen proposes a --max-model-len for s on a GPU of gpuBytes
+// that starts and holds a Claude Code call (65536 when it can), or "" when
+// the model has no profile or nothing starts.
+func FittingMaxModelLen(s Serve, gpuBytes int64) string {
+	prof, err := gpu.LookupProfile(s.Model)
+	if err != nil || gpuBytes <= 0 {
+		return ""
+	}
+	fc, err := gpu.Predict(gpu.Config{Profile: prof, GPUMemoryBytes: gpuBytes, KVCacheDType: s.KVCacheDType}, 0)
+	if err != nil || fc.LargestMaxModelLen == 0 {
+		return ""
+	}
+	need := ClaudeCodeMaxTokens + MinPromptRoom
+	if fc.LargestMaxModelLen >= 65536 {
+		return "65536"
+	}
+	if fc.LargestMaxModelLen >= need {
+		return fmt.Sprint(fc.LargestMaxModelLen)
+	}
+	return ""
+}
