@@ -2,6 +2,8 @@ package walkthrough
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -129,8 +131,11 @@ func run(ctx context.Context, s setup, workDir string) (*outcome, error) {
 	}
 	tasks := make([]harness.Task, s.Rollouts)
 	results := make([]*agent.Result, s.Rollouts)
+	ids := make([]string, s.Rollouts)
+	tag := newTag() // runs may share a capture directory (running servers)
 	for i := range tasks {
-		t := agent.Target{BaseURL: e.ProxyURL(), RolloutID: fmt.Sprintf("walkthrough-%d", i)}
+		t := agent.Target{BaseURL: e.ProxyURL(), RolloutID: fmt.Sprintf("walkthrough-%s-%d", tag, i)}
+		ids[i] = t.CaptureKey()
 		plan := s.plan()
 		tasks[i] = harness.Task{RolloutID: t.CaptureKey(), Run: func(ctx context.Context) (*agent.Result, error) {
 			r, err := agent.Run(ctx, s.Agent, t, plan)
@@ -175,7 +180,7 @@ func run(ctx context.Context, s setup, workDir string) (*outcome, error) {
 			out.AgentErrs = append(out.AgentErrs, r.Err.Error())
 		}
 	}
-	out.Records = max(countAllRecords(dir), out.frozen)
+	out.Records = max(countRecords(dir, ids), out.frozen)
 	// Rows as a trainer reads them back: plain JSON, not the Go types
 	// delivery attached.
 	for i, r := range out.Rows {
@@ -202,12 +207,18 @@ func (s setup) plan() agent.Plan {
 	return p
 }
 
-// countAllRecords counts record lines in a capture directory (read only).
-func countAllRecords(dir string) int {
-	names, _ := filepath.Glob(filepath.Join(dir, "*.tokens.jsonl"))
+func newTag() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// countRecords counts the record lines of the given rollouts in a capture
+// directory (read only).
+func countRecords(dir string, ids []string) int {
 	n := 0
-	for _, name := range names {
-		b, err := os.ReadFile(name)
+	for _, id := range ids {
+		b, err := os.ReadFile(filepath.Join(dir, id+".tokens.jsonl"))
 		if err != nil {
 			continue
 		}

@@ -18,6 +18,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newPlanCmd(),
 		newDoctorCmd(),
+		newWalkthroughCmd(),
 	)
 	return root
 }
