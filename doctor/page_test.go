@@ -55,6 +55,14 @@ var _ = Describe("doctor page", func() {
 		}
 	})
 
+	It("warns when the jq check reads another file than gym eval run writes", func() {
+		p := page.Parse("t.md", []byte(pageWith(overlayBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve --config capture.yaml --output r.jsonl\njq -c '{m: .mask_sample}' other.jsonl\n")))
+		rep, _, err := doctor.CheckPage(p, "48GiB")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rep.OK()).To(BeTrue())
+		Expect(rep.Rules(doctor.Warning)).To(ContainElement("page/jq-other-file"))
+	})
+
 	It("reads the GPU from the prose and lets --gpu override it", func() {
 		rep := checkPage("first-run-broken.mdx", "H200")
 		Expect(errorsOf(rep)).NotTo(ContainElement(HavePrefix("serve/refuses-to-start")))
@@ -75,6 +83,7 @@ var _ = Describe("doctor page", func() {
 		Entry("overlay shown: passes", pageWith(overlayBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve --config capture.yaml\n"), "", 0),
 		Entry("overlay only to the servers: fails", pageWith(overlayBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve\n"), "page/overlay-not-given-to-collector", 20),
 		Entry("NeMo RL nesting given to gym: fails", pageWith(nestedBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve --config capture.yaml\n"), "config/nemo-rl-nesting", 10),
+		Entry("jq on the rollouts file passes", pageWith(overlayBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve --config capture.yaml --output r.jsonl\njq -c '{m: .mask_sample}' r.jsonl\n"), "", 0),
 		Entry("bad jq filter: fails", pageWith(overlayBlock("capture.yaml"), "gym env start --config capture.yaml\ngym eval run --no-serve --config capture.yaml\njq -c '{id: ._ng_rollout_id' rollouts.jsonl\n"), "page/jq-syntax", 21),
 	)
 })

@@ -229,7 +229,15 @@ func CheckPage(p *page.Page, gpuFlag string) (*Report, *Steps, error) {
 		rep.Add(fs...)
 	}
 	rep.Add(st.checkCommands(envCfg, envLines, evalCfg)...)
+	var evalOut []string
+	if st.EvalRun != nil {
+		evalOut, _ = st.EvalRun.Flag("output")
+	}
 	for _, jq := range st.JQ {
+		if len(evalOut) == 1 && jq.File != "" && baseName(jq.File) != baseName(evalOut[0]) {
+			rep.Add(Finding{Rule: "page/jq-other-file", Severity: Warning, Line: jq.Line, Subject: jq.File,
+				Message: fmt.Sprintf("the jq check reads %s but `gym eval run` writes %s", jq.File, evalOut[0]), Fix: "check the file gym eval run --output names"})
+		}
 		if _, err := gojq.Parse(jq.Filter); err != nil {
 			rep.Add(Finding{Rule: "page/jq-syntax", Severity: Error, Line: jq.Line, Subject: jq.Filter, Message: "the jq filter does not parse: " + err.Error(), Fix: "fix the filter"})
 		} else if !strings.Contains(jq.Filter, "_ng_token_capture") && !strings.Contains(jq.Filter, "mask_sample") {

@@ -1,6 +1,8 @@
 package doctor_test
 
 import (
+	"time"
+
 	"context"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -51,25 +53,25 @@ var _ = Describe("doctor server (in-process fake vLLM + capture proxy)", Label("
 			Expect(failed(rep)).To(Equal(wantFailed), "%+v", rep.Checks)
 			Expect(rep.OK()).To(Equal(len(wantFailed) == 0))
 		},
-		Entry("the walkthrough's stack passes", nil, false, []string(nil), SpecTimeout(30e9)),
+		Entry("the walkthrough's stack passes", nil, false, []string(nil), SpecTimeout(30*time.Second)),
 		Entry("no tool flags fails the tool check", func(s *scenarios.Server) { s.EnableAutoToolChoice, s.ToolCallParser = false, "" }, false,
-			[]string{"auto tool choice accepted"}, SpecTimeout(30e9)),
+			[]string{"auto tool choice accepted"}, SpecTimeout(30*time.Second)),
 		Entry("a 16k context fails the 32k check", func(s *scenarios.Server) { s.MaxModelLen = 16384 }, false,
-			[]string{"context holds a 32,000-token request"}, SpecTimeout(30e9)),
+			[]string{"context holds a 32,000-token request"}, SpecTimeout(30*time.Second)),
 		Entry("a proxy URL that is vLLM itself fails the capture check", nil, true,
-			[]string{"capture call lands in the capture directory"}, SpecTimeout(30e9)),
+			[]string{"capture call lands in the capture directory"}, SpecTimeout(30*time.Second)),
 	)
 
 	It("stops at an unreachable server with the reason", func(ctx SpecContext) {
 		rep := doctor.CheckServer(ctx, doctor.ServerOptions{URL: "http://127.0.0.1:1"})
 		Expect(rep.Checks).To(HaveLen(1))
 		Expect(rep.Findings[0].Rule).To(Equal("server/unreachable"))
-	}, SpecTimeout(30e9))
+	}, SpecTimeout(30*time.Second))
 
 	It("names the served models when --model is not among them", func(ctx SpecContext) {
 		e, _ := startStack(ctx, walkthroughServer())
 		rep := doctor.CheckServer(ctx, doctor.ServerOptions{URL: e.VLLMURL(), Model: "gpt-9"})
 		Expect(rep.Findings[0].Rule).To(Equal("server/model-not-served"))
 		Expect(rep.Findings[0].Message).To(ContainSubstring(scenarios.DefaultModel))
-	}, SpecTimeout(30e9))
+	}, SpecTimeout(30*time.Second))
 })

@@ -1,6 +1,8 @@
 package walkthrough_test
 
 import (
+	"time"
+
 	"fmt"
 	"path/filepath"
 
@@ -32,7 +34,7 @@ var _ = Describe("walkthrough", Label("inprocess"), func() {
 		Expect(r.UndetectedMistakes()).To(BeEmpty(), dump(r))
 		Expect(r.Mistakes).To(HaveLen(5))
 		Expect(r.OK()).To(BeTrue())
-	}, SpecTimeout(120e9))
+	}, SpecTimeout(2*time.Minute))
 
 	It("fails first-run-broken.mdx naming each broken step", func(ctx SpecContext) {
 		r, err := walkthrough.Run(ctx, walkthrough.Options{Page: pagePath("first-run-broken.mdx"), WorkDir: GinkgoT().TempDir()})
@@ -41,5 +43,5 @@ var _ = Describe("walkthrough", Label("inprocess"), func() {
 		Expect(r.OK()).To(BeFalse())
 		Expect(r.BrokenSteps()).To(ContainElements("Serve the policy (vllm serve)", "Tool calling (a Bash tool round trip)", "Collect rollouts (gym eval run)"), dump(r))
 		Expect(r.UndetectedMistakes()).To(BeEmpty(), dump(r))
-	}, SpecTimeout(120e9))
+	}, SpecTimeout(2*time.Minute))
 })

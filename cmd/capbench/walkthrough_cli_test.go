@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -58,11 +60,11 @@ var _ = Describe("capbench walkthrough", Label("inprocess"), func() {
 			Expect(json.Unmarshal(b, &res)).To(Succeed())
 			Expect(res["mistakes"]).To(HaveLen(5))
 		},
-		Entry("the built-in walkthrough passes", []string{}, true, 0, "", SpecTimeout(120e9)),
-		Entry("first-run.mdx passes", []string{"--page", filepath.Join(walkthroughPages, "first-run.mdx")}, true, 0, "", SpecTimeout(120e9)),
+		Entry("the built-in walkthrough passes", []string{}, true, 0, "", SpecTimeout(2*time.Minute)),
+		Entry("first-run.mdx passes", []string{"--page", filepath.Join(walkthroughPages, "first-run.mdx")}, true, 0, "", SpecTimeout(2*time.Minute)),
 		Entry("first-run-broken.mdx fails naming its broken steps", []string{"--page", filepath.Join(walkthroughPages, "first-run-broken.mdx")}, false, 5,
-			"broken steps: Serve the policy (vllm serve); Tool calling (a Bash tool round trip)", SpecTimeout(120e9)),
-		Entry("first-run.mdx on an H200 passes too", []string{"--page", filepath.Join(walkthroughPages, "first-run.mdx"), "--gpu", "H200"}, true, 0, "", SpecTimeout(120e9)),
+			"broken steps: Serve the policy (vllm serve); Tool calling (a Bash tool round trip)", SpecTimeout(2*time.Minute)),
+		Entry("first-run.mdx on an H200 passes too", []string{"--page", filepath.Join(walkthroughPages, "first-run.mdx"), "--gpu", "H200"}, true, 0, "", SpecTimeout(2*time.Minute)),
 	)
 
 	It("runs against running servers, skipping the mistakes that restart them", func(ctx SpecContext) {
@@ -79,7 +81,7 @@ var _ = Describe("capbench walkthrough", Label("inprocess"), func() {
 		Expect(j.Skipped).To(Equal(4), stdout) // the tool round trip and three server-side mistakes
 		Expect(stdout).To(ContainSubstring("PASS overlay given only to gym env start"))
 		Expect(stdout).To(ContainSubstring("PASS harness URL without the training-token-capture segment"))
-	}, SpecTimeout(120e9))
+	}, SpecTimeout(2*time.Minute))
 
 	It("prints the built-in page and refuses --capture-dir without --proxy-url", func(ctx SpecContext) {
 		out, err := capbench(ctx, "walkthrough", "--print-page")
