@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/fakes/gpu"
+	"github.com/capbench/capbench/fakes/vllm"
 )
 
 var _ = Describe("capbench plan", func() {
@@ -58,4 +62,30 @@ var _ = Describe("capbench plan", func() {
 		_, err := capbench(ctx, "plan", "--gpu", "48GiB", "--vllm-log", p)
 		Expect(err).To(MatchError(ContainSubstring("no KV-cache size line")))
 	})
+})
+
+var _ = Describe("capbench plan and the fake vLLM", func() {
+	DescribeTable("print the same KV-cache line, and refuse the same configurations",
+		func(ctx SpecContext, gpuSize, maxLen string) {
+			out, planErr := capbench(ctx, "plan", "--gpu", gpuSize, "--max-model-len", maxLen)
+			o := vllm.Options{Model: vllm.DefaultModel, Host: "127.0.0.1", Logger: slog.New(slog.DiscardHandler)}
+			var err error
+			o.GPUMemory, _, err = gpu.ParseDevice(gpuSize)
+			Expect(err).NotTo(HaveOccurred())
+			o.MaxModelLen, err = gpu.ParseMaxModelLen(maxLen)
+			Expect(err).NotTo(HaveOccurred())
+			srv, fakeErr := vllm.New(o)
+			if planErr != nil {
+				Expect(fakeErr).To(HaveOccurred(), "plan refuses, the fake must too")
+				Expect(planErr.Error()).To(ContainSubstring(fakeErr.Error()))
+				return
+			}
+			Expect(fakeErr).NotTo(HaveOccurred())
+			Expect(out).To(ContainSubstring("vLLM logs                            " + srv.ConcurrencyLine() + "\n"))
+		},
+		Entry(nil, "48GiB", "65536"),
+		Entry(nil, "L40S", "131072"),
+		Entry(nil, "48GiB", "262144"),
+		Entry(nil, "H200", "auto"),
+	)
 })
