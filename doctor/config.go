@@ -3,7 +3,10 @@ package doctor
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/capbench/capbench/doctor/page"
 	"github.com/capbench/capbench/fakes/gpu"
@@ -35,6 +38,13 @@ func CheckConfig(c ConfigCheck) (*Report, error) {
 		}
 		_, fs := CheckOverlay(src, ConfigOptions{File: c.Path, ForGymCommand: true})
 		rep.Add(fs...)
+		if c.GPU != "" {
+			fs, err := checkNemoRLMemory(src, c)
+			if err != nil {
+				return nil, err
+			}
+			rep.Add(fs...)
+		}
 	}
 	if c.VLLMArgs != "" {
 		s, err := serveFromArgs(c.VLLMArgs, c.Model)
@@ -52,11 +62,37 @@ func CheckConfig(c ConfigCheck) (*Report, error) {
 			fs[i].Line = 0 // one command line: the flag names it
 		}
 		rep.Add(fs...)
-	} else if c.GPU != "" {
-		rep.Add(Finding{Rule: "config/gpu-without-args", Severity: Info, Message: "--gpu is only used with --vllm-args"})
 	}
 	rep.Sort()
 	return rep, nil
+}
+
+// checkNemoRLMemory runs the serve memory checks on a NeMo RL vllm_cfg.
+func checkNemoRLMemory(src []byte, c ConfigCheck) ([]Finding, error) {
+	s, ok, unresolved := nemoRLServe(src, 0)
+	if !ok {
+		return nil, nil
+	}
+	if s.Model == "" {
+		s.Model = c.Model
+	}
+	o := ServeOptions{File: c.Path}
+	var err error
+	if o.GPUBytes, o.GPULabel, err = gpu.ParseDevice(c.GPU); err != nil {
+		return nil, fmt.Errorf("--gpu: %w", err)
+	}
+	var out []Finding
+	if unresolved != "" {
+		out = append(out, Finding{Rule: "config/nemo-rl-unresolved", Severity: Info, File: c.Path, Line: s.Line,
+			Message: fmt.Sprintf("vllm_cfg uses %s, known only at run time; that setting was not checked", unresolved)})
+	}
+	for _, f := range CheckServe(s, o) {
+		if strings.HasPrefix(f.Rule, "serve/refuses") || strings.HasPrefix(f.Rule, "serve/context") || f.Rule == "serve/bad-value" || f.Rule == "serve/no-profile" {
+			f.Subject = strings.Replace(strings.Replace(f.Subject, "--max-model-len", "vllm_cfg.max_model_len", 1), "--model", "model_name", 1)
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }
 
 func serveFromArgs(args, model string) (Serve, error) {
@@ -77,4 +113,91 @@ func serveFromArgs(args, model string) (Serve, error) {
 		s.Model = model
 	}
 	return s, nil
+}
+
+// nemoRLServe reads the vLLM settings of a NeMo RL config (a `vllm_cfg`
+// mapping; the model from `model_name`), resolving plain ${a.b} references.
+// ok is false when the file has no vllm_cfg.
+func nemoRLServe(src []byte, lineOffset int) (s Serve, ok bool, unresolved string) {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 {
+		return s, false, ""
+	}
+	root := doc.Content[0]
+	var cfg, model *yaml.Node
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			switch {
+			case k.Value == "vllm_cfg" && cfg == nil && v.Kind == yaml.MappingNode:
+				cfg = v
+			case k.Value == "model_name" && model == nil && v.Kind == yaml.ScalarNode:
+				model = v
+			}
+			walk(v)
+		}
+	}
+	walk(root)
+	if cfg == nil {
+		return s, false, ""
+	}
+	s = Serve{Lines: map[string]int{}, Line: cfg.Line + lineOffset, EnableAutoToolChoice: true, ToolCallParser: "-"}
+	val := func(n *yaml.Node) (string, bool) {
+		for range 8 { // follow ${a.b} references a few steps
+			if n == nil {
+				return "", true
+			}
+			m := plainRef.FindStringSubmatch(n.Value)
+			if m == nil {
+				if isInterp(n) {
+					unresolved = n.Value
+					return "", false
+				}
+				return n.Value, true
+			}
+			n = lookupPath(root, m[1])
+		}
+		return "", false
+	}
+	if model != nil {
+		if v, ok := val(model); ok {
+			s.Model, s.Lines["model"] = v, model.Line+lineOffset
+		}
+	}
+	for key, flag := range map[string]string{"max_model_len": "max-model-len", "gpu_memory_utilization": "gpu-memory-utilization", "kv_cache_dtype": "kv-cache-dtype"} {
+		_, n := mapGet(cfg, key)
+		if n == nil {
+			continue
+		}
+		v, ok := val(n)
+		if !ok {
+			continue
+		}
+		s.Lines[flag] = n.Line + lineOffset
+		switch flag {
+		case "max-model-len":
+			s.MaxModelLen = v
+		case "gpu-memory-utilization":
+			s.GPUMemoryUtilization = v
+		case "kv-cache-dtype":
+			s.KVCacheDType = v
+		}
+	}
+	return s, true, unresolved
+}
+
+var plainRef = regexp.MustCompile(`^\$\{([A-Za-z_][\w.]*)\}$`)
+
+func lookupPath(root *yaml.Node, path string) *yaml.Node {
+	n := root
+	for _, k := range strings.Split(path, ".") {
+		if _, n = mapGet(n, k); n == nil {
+			return nil
+		}
+	}
+	return n
 }

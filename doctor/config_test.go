@@ -1,6 +1,9 @@
 package doctor_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -138,4 +141,39 @@ var _ = Describe("doctor config: vLLM serve flags", func() {
 		_, err := doctor.ParseServe(strings.Fields("vllm serve m --max-model-len"), nil)
 		Expect(err).To(MatchError(ContainSubstring("--max-model-len needs a value")))
 	})
+})
+
+var _ = Describe("doctor config: NeMo RL's vllm_cfg on a GPU", func() {
+	nemoRL := func(maxLen string) string {
+		return "policy:\n  model_name: Qwen/Qwen3-4B-Thinking-2507\n  max_total_sequence_length: " + maxLen + "\n  generation:\n    vllm_cfg:\n" +
+			"      max_model_len: ${policy.max_total_sequence_length}\n      http_server_serving_chat_kwargs:\n        enable_auto_tools: true\n        tool_parser: hermes\n" +
+			"env:\n  nemo_gym:\n" + indent(goodOverlay, "    ")
+	}
+	check := func(src, gpuName string) *doctor.Report {
+		p := filepath.Join(GinkgoT().TempDir(), "grpo.yaml")
+		Expect(os.WriteFile(p, []byte(src), 0o644)).To(Succeed())
+		rep, err := doctor.CheckConfig(doctor.ConfigCheck{Path: p, GPU: gpuName})
+		Expect(err).NotTo(HaveOccurred())
+		return rep
+	}
+	DescribeTable("max_model_len through a ${policy...} reference",
+		func(maxLen, gpuName, wantRule string, wantLine int) {
+			rep := check(nemoRL(maxLen), gpuName)
+			var got []string
+			for _, f := range rep.Findings {
+				if strings.HasPrefix(f.Rule, "serve/") {
+					got = append(got, fmt.Sprintf("%s@%d", f.Rule, f.Line))
+				}
+			}
+			if wantRule == "" {
+				Expect(got).To(BeEmpty())
+				return
+			}
+			Expect(got).To(Equal([]string{fmt.Sprintf("%s@%d", wantRule, wantLine)}))
+		},
+		Entry("65536 on 48 GiB passes", "65536", "48GiB", "", 0),
+		Entry("262144 on 48 GiB refuses to start", "262144", "48GiB", "serve/refuses-to-start", 6),
+		Entry("262144 on an H200 passes", "262144", "H200", "", 0),
+		Entry("32768 cannot hold 32,000 output tokens", "32768", "48GiB", "serve/context-too-small", 6),
+	)
 })

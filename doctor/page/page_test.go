@@ -101,6 +101,7 @@ var _ = Describe("Commands", func() {
 		Entry("pipes and &&", "cat r.jsonl | jq .mask_sample && echo ok\n", [][]string{{"cat", "r.jsonl"}, {"jq", ".mask_sample"}, {"echo", "ok"}}),
 		Entry("background", "vllm serve m &\n", [][]string{{"vllm", "serve", "m"}}),
 		Entry("a quote spanning lines", "jq '{a:\n .b}' f\n", [][]string{{"jq", "{a:\n .b}", "f"}}),
+		Entry("an unterminated quote keeps its text", "jq '.a\n", [][]string{{"jq", ".a"}}),
 	)
 
 	It("separates leading assignments and matches --snake_case flags", func() {

@@ -51,6 +51,9 @@ func (b Block) Commands() []Command {
 			flush()
 		}
 	}
+	if lx.open() { // an unterminated quote ends with the block
+		words = append(words, word{text: lx.cur.String(), line: lx.line})
+	}
 	if len(words) > 0 {
 		flush()
 	}
