@@ -1,9 +1,8 @@
 package doctor_test
 
 import (
-	"time"
-
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"

@@ -1,10 +1,9 @@
 package walkthrough_test
 
 import (
-	"time"
-
 	"fmt"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"

@@ -33,7 +33,8 @@ vllm serve flags on the page's GPU, the capture proxy with the overlay's
 settings, a Claude-Code-like agent, the collector honouring whether the
 overlay reached gym eval run), evaluates the page's jq check with gojq against
 its documented outcome, then applies each documented mistake in turn.
-Writes report.md, junit.xml and result.json to --out. Exit status 1 when a
+Writes report.md, junit.xml, result.json and the page run's rollouts.jsonl
+to --out. Exit status 1 when a
 step fails or a mistake's symptom does not show. Without --page it runs the
 built-in walkthrough (--print-page shows it).`,
 		Args: cobra.NoArgs,
@@ -57,7 +58,7 @@ built-in walkthrough (--print-page shows it).`,
 				err = enc.Encode(res)
 			} else {
 				err = reports.WalkthroughText(cmd.OutOrStdout(), res)
-				fmt.Fprintf(cmd.OutOrStdout(), "wrote report.md, junit.xml and result.json in %s\n", outDir)
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote report.md, junit.xml, result.json and rollouts.jsonl in %s\n", outDir)
 			}
 			if err != nil {
 				return err
@@ -98,6 +99,15 @@ func writeWalkthrough(dir string, r *walkthrough.Result) error {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			return enc.Encode(r)
+		},
+		"rollouts.jsonl": func(w io.Writer, r *walkthrough.Result) error {
+			enc := json.NewEncoder(w) // the page run's rows, one per line
+			for _, row := range r.Rows {
+				if err := enc.Encode(row); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	} {
 		if err := writeFile(filepath.Join(dir, name), r, render); err != nil {

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"time"
-
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -59,6 +59,9 @@ var _ = Describe("capbench walkthrough", Label("inprocess"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(json.Unmarshal(b, &res)).To(Succeed())
 			Expect(res["mistakes"]).To(HaveLen(5))
+			rows, err := os.ReadFile(filepath.Join(out, "rollouts.jsonl"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(bytes.Count(rows, []byte("\n"))).To(Equal(2))
 		},
 		Entry("the built-in walkthrough passes", []string{}, true, 0, "", SpecTimeout(2*time.Minute)),
 		Entry("first-run.mdx passes", []string{"--page", filepath.Join(walkthroughPages, "first-run.mdx")}, true, 0, "", SpecTimeout(2*time.Minute)),
