@@ -102,3 +102,24 @@ func overlayBlock(name string) string {
 func nestedBlock(name string) string {
 	return "```yaml title=\"" + name + "\"\nenv:\n  nemo_gym:\n    token_id_capture:\n      enabled: true\n      dir: /tmp/cap\n```\n\n"
 }
+
+var _ = Describe("doctor page on another layout", func() {
+	It("passes a page with tabs, a console prompt, snake_case flags and a NeMo RL block shown for reference", func() {
+		rep := checkPage("tabs-nemo-rl.mdx", "")
+		Expect(errorsOf(rep)).To(BeEmpty(), "%+v", rep.Findings)
+		p, err := page.Read(walkthroughPath("tabs-nemo-rl.mdx"))
+		Expect(err).NotTo(HaveOccurred())
+		_, st, err := doctor.CheckPage(p, "")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.GPULabel).To(Equal("L40S (44.52 GiB, line 7)"))
+		Expect(st.Serve.MaxModelLen).To(Equal("64K"))
+		Expect(st.Serve.ToolCallParser).To(Equal("hermes"))
+		Expect(st.Overlays).To(HaveKey("token_capture.yaml"))
+		Expect(st.Overlays).To(HaveKey("grpo_claude_code.yaml"))
+		Expect(st.Overlays["grpo_claude_code.yaml"].Overlay.Nested).To(BeTrue())
+		Expect(st.JQ).To(HaveLen(1))
+		Expect(st.JQ[0].File).To(Equal("out/rollouts.jsonl"))
+		Expect(st.Outcome.Equal).To(Equal(map[string]any{"n_calls": 1.0, "chains": 1.0}))
+		Expect(st.Outcome.Absent).To(Equal([]string{"mask"}))
+	})
+})

@@ -57,7 +57,7 @@ type Outcome struct {
 }
 
 var (
-	gpuProse   = regexp.MustCompile(`(?i)\b(\d+(?:\.\d+)?)\s*(GB|GiB)\b(?:\s+\w+){0,2}\s+GPU`)
+	gpuProse   = regexp.MustCompile(`(?i)\b(\d+(?:\.\d+)?)\s*(GB|GiB)\b((?:\s+[\w-]+){0,3}?)\s+GPU`)
 	kvSpan     = regexp.MustCompile(`^([\w.]+):\s*(.+)$`)
 	emptySpan  = regexp.MustCompile("(?i)\\bempty\\s+`([\\w.]+)`")
 	absentSpan = regexp.MustCompile("(?i)\\bno\\s+`([\\w.]+)`")
@@ -77,6 +77,10 @@ func ReadSteps(p *page.Page, gpuFlag string) (*Steps, []Finding, error) {
 	} else {
 		for _, para := range p.Prose {
 			if m := gpuProse.FindStringSubmatch(para.Text); m != nil {
+				if d, err := gpu.LookupDevice(strings.TrimSpace(m[3])); err == nil && m[3] != "" {
+					st.GPUBytes, st.GPULabel = d.TotalBytes, fmt.Sprintf("%s (%.2f GiB, line %d)", d.Name, float64(d.TotalBytes)/float64(gpu.GiB), para.Line)
+					break
+				}
 				// "48 GB" boards report 44.5–47.5 GiB; 48 GiB is the most
 				// generous reading, so a refusal there holds on every one.
 				n, err := gpu.ParseBytes(m[1] + "GiB")

@@ -35,6 +35,13 @@ var _ = Describe("walkthrough", Label("inprocess"), func() {
 		Expect(r.OK()).To(BeTrue())
 	}, SpecTimeout(2*time.Minute))
 
+	It("passes a page laid out with tabs, console prompts and a NeMo RL block", func(ctx SpecContext) {
+		r, err := walkthrough.Run(ctx, walkthrough.Options{Page: pagePath("tabs-nemo-rl.mdx"), WorkDir: GinkgoT().TempDir()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.GPU).To(HavePrefix("L40S"))
+		Expect(r.OK()).To(BeTrue(), dump(r))
+	}, SpecTimeout(2*time.Minute))
+
 	It("fails first-run-broken.mdx naming each broken step", func(ctx SpecContext) {
 		r, err := walkthrough.Run(ctx, walkthrough.Options{Page: pagePath("first-run-broken.mdx"), WorkDir: GinkgoT().TempDir()})
 		Expect(err).NotTo(HaveOccurred())
