@@ -152,8 +152,8 @@ var _ = Describe("doctor rollouts", func() {
 			dir = filepath.Join(d, "gym-rollouts")
 		})
 
-		It("finds the healthy, masked, uncaptured and single-call rows", func() {
-			rep, err := doctor.CheckRolloutsFile(filepath.Join(dir, "rollouts.jsonl"), doctor.RolloutOptions{CaptureDir: filepath.Join(dir, "capture")})
+		DescribeTable("finds the healthy, masked, uncaptured and single-call rows", func(file string) {
+			rep, err := doctor.CheckRolloutsFile(filepath.Join(dir, file), doctor.RolloutOptions{CaptureDir: filepath.Join(dir, "capture")})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(rep.Rollouts).To(HaveLen(4))
 			byID := map[string]doctor.RolloutRow{}
@@ -177,7 +177,10 @@ var _ = Describe("doctor rollouts", func() {
 			Expect(bySubject).To(Equal(map[string][]string{"102-0": {"rollouts/masked"}, "103-0": {"rollouts/no-capture"}}))
 			Expect(rep.Aggregate.Masked).To(Equal(1))
 			Expect(rep.Aggregate.WithCapture).To(Equal(3))
-		})
+		},
+			Entry("the target finalizer's rows", "rollouts.jsonl"),
+			Entry("the docs-extras finalizer's rows (no attribution)", "rollouts.docs-extras.jsonl"),
+		)
 
 		It("fails the single-call row when tools were expected", func() {
 			rep, err := doctor.CheckRolloutsFile(filepath.Join(dir, "rollouts.jsonl"), doctor.RolloutOptions{ExpectTools: true})
