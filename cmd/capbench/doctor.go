@@ -28,6 +28,8 @@ Exit status: 0 when nothing is an error (warnings and notes allowed),
 --json prints the versioned report instead.`,
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	// Bad flags and arguments are "could not check" (2), not findings (1).
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	out := func(c *cobra.Command, rep *doctor.Report) error {
 		var err error
 		if asJSON {
@@ -65,7 +67,7 @@ func doctorRolloutsCmd(out emit) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollouts ROLLOUTS.jsonl [--capture-dir DIR] [--expect-tools]",
 		Short: "Check every result row the way the walkthrough's first-run check does",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := doctor.CheckRolloutsFile(args[0], o)
 			if err != nil {
@@ -84,7 +86,7 @@ func doctorConfigCmd(out emit) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config [OVERLAY.yaml] [--vllm-args \"...\"] [--gpu 48GiB|NAME]",
 		Short: "Check a capture overlay as Gym's startup validation would, and vLLM serve flags on a GPU",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				c.Path = args[0]
@@ -107,7 +109,7 @@ func doctorPageCmd(out emit) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "page PAGE.md|PAGE.mdx [--gpu 48GiB|NAME]",
 		Short: "Check a docs page's vllm serve, overlays, gym commands and jq checks, with line numbers",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := page.Read(args[0])
 			if err != nil {
@@ -132,7 +134,7 @@ func doctorServerCmd(out emit) *cobra.Command {
 		Long: `Sends a few small requests to vLLM at URL and, with --proxy-url, one call under
 /ng-rollout/capbench-doctor-<random>/training-token-capture, whose record is
 looked for in --capture-dir (and left there).`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.URL = args[0]
 			return out(cmd, doctor.CheckServer(cmd.Context(), o))
@@ -155,3 +157,12 @@ func (e exitError) Unwrap() error { return e.err }
 func (e exitError) ExitCode() int { return e.code }
 
 func usageErr(err error) error { return exitError{code: 2, err: err} }
+
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageErr(err)
+		}
+		return nil
+	}
+}

@@ -40,6 +40,8 @@ var _ = Describe("capbench doctor", func() {
 		Entry("nothing to check is a usage error", []string{"config"}, 2, "nothing to check"),
 		Entry("an unknown GPU is a usage error", []string{"config", "--vllm-args", "m", "--gpu", "TPU"}, 2, "--gpu: unknown GPU"),
 		Entry("rollouts of an empty file cannot be checked", []string{"rollouts", "/dev/null"}, 2, "empty"),
+		Entry("an unknown flag is a usage error", []string{"rollouts", "x.jsonl", "--expect-tool"}, 2, "unknown flag"),
+		Entry("a missing argument is a usage error", []string{"page"}, 2, "accepts 1 arg"),
 	)
 
 	It("checks an overlay file and prints JSON", func(ctx SpecContext) {
