@@ -17,8 +17,9 @@ type mistake struct {
 	name, applied, symptom string
 	// onPage reports whether the page as written already makes it.
 	onPage func(w *walker, base setup) bool
-	// needsFake marks mistakes that restart the model server.
-	needsFake bool
+	// needsFake marks mistakes that restart the model server; needsOwnProxy
+	// those that switch the servers' capture off.
+	needsFake, needsOwnProxy bool
 	apply     func(w *walker, s setup) setup
 	detect    func(out *outcome) (bool, string)
 }
@@ -99,7 +100,7 @@ func mistakes() []mistake {
 		},
 		{
 			name: "NeMo RL env.nemo_gym nesting as the overlay", applied: "the overlay's keys nested under env.nemo_gym",
-			symptom: "capture off and nothing errors: no records, no _ng_token_capture", needsFake: true,
+			symptom: "capture off and nothing errors: no records, no _ng_token_capture", needsOwnProxy: true,
 			onPage: func(w *walker, b setup) bool {
 				for _, ob := range w.st.Overlays {
 					if ob.Overlay.Nested && !ob.Overlay.Capture {
@@ -198,6 +199,11 @@ func (w *walker) mistakes(ctx context.Context) error {
 		mk := Mistake{Name: m.name, Applied: m.applied + note, Symptom: m.symptom, OnPage: m.onPage(w, w.baseline())}
 		if m.needsFake && w.external() {
 			mk.Status, mk.Detail = Skip, "needs the embedded default (it restarts the model server)"
+			w.res.Mistakes = append(w.res.Mistakes, mk)
+			continue
+		}
+		if m.needsOwnProxy && w.o.ProxyURL != "" {
+			mk.Status, mk.Detail = Skip, "needs our proxy (--proxy-url's model server follows its own capture settings)"
 			w.res.Mistakes = append(w.res.Mistakes, mk)
 			continue
 		}

@@ -114,7 +114,10 @@ func run(ctx context.Context, s setup, workDir string) (*outcome, error) {
 	}
 	spec := env.Spec{Backend: env.InProcess, Server: srv, GPU: g, CaptureOff: !s.ServerCapture, CaptureDir: dir}
 	if s.VLLMURL != "" || s.ProxyURL != "" {
-		spec = env.Spec{Backend: env.External, Server: srv, VLLMURL: s.VLLMURL, ProxyURL: s.ProxyURL, CaptureDir: dir}
+		// Our proxy in front of a running vLLM follows the overlay; someone
+		// else's proxy follows its own settings.
+		spec = env.Spec{Backend: env.External, Server: srv, VLLMURL: s.VLLMURL, ProxyURL: s.ProxyURL, CaptureDir: dir,
+			CaptureOff: !s.ServerCapture && s.ProxyURL == ""}
 	}
 	e, err := env.Start(ctx, spec)
 	if err != nil {

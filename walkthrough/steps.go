@@ -48,7 +48,7 @@ func (w *walker) captureFlags(texts map[string]string) (server, collector bool) 
 	if w.st.EvalRun != nil && !w.st.EvalRun.Has("no-serve") {
 		server = server || collector
 	}
-	if w.external() && w.o.ProxyURL != "" {
+	if w.o.ProxyURL != "" {
 		server = true // someone else's model server: its own settings decide
 	}
 	return server, collector

@@ -86,6 +86,18 @@ var _ = Describe("capbench walkthrough", Label("inprocess"), func() {
 		Expect(stdout).To(ContainSubstring("PASS harness URL without the training-token-capture segment"))
 	}, SpecTimeout(2*time.Minute))
 
+	It("runs against a running vLLM with our proxy in front, which follows the overlay", func(ctx SpecContext) {
+		fake, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: scenarios.Server{
+			Model: scenarios.DefaultModel, MaxModelLen: 65536, EnableAutoToolChoice: true, ToolCallParser: "hermes"}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(fake.Close)
+		out := GinkgoT().TempDir()
+		stdout, err := capbench(ctx, "walkthrough", "--out", out, "--page", filepath.Join(walkthroughPages, "first-run.mdx"), "--vllm-url", fake.VLLMURL())
+		Expect(err).NotTo(HaveOccurred(), stdout)
+		Expect(readJUnit(out).Skipped).To(Equal(3), stdout) // the tool round trip, max-model-len and the tool flag
+		Expect(stdout).To(ContainSubstring("PASS NeMo RL env.nemo_gym nesting as the overlay"))
+	}, SpecTimeout(2*time.Minute))
+
 	It("prints the built-in page and refuses --capture-dir without --proxy-url", func(ctx SpecContext) {
 		out, err := capbench(ctx, "walkthrough", "--print-page")
 		Expect(err).NotTo(HaveOccurred())
