@@ -20,8 +20,8 @@ type mistake struct {
 	// needsFake marks mistakes that restart the model server; needsOwnProxy
 	// those that switch the servers' capture off.
 	needsFake, needsOwnProxy bool
-	apply     func(w *walker, s setup) setup
-	detect    func(out *outcome) (bool, string)
+	apply                    func(w *walker, s setup) setup
+	detect                   func(out *outcome) (bool, string)
 }
 
 func mistakes() []mistake {
