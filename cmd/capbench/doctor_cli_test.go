@@ -5,9 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/harness/env"
+	"github.com/capbench/capbench/scenarios"
 )
 
 func exitCode(err error) int {
@@ -77,3 +81,20 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+var _ = Describe("capbench doctor server", Label("inprocess"), func() {
+	DescribeTable("probes a running stack",
+		func(ctx SpecContext, tools bool, code int, want string) {
+			dir := GinkgoT().TempDir()
+			e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, CaptureDir: dir, Server: scenarios.Server{
+				Model: scenarios.DefaultModel, MaxModelLen: 65536, EnableAutoToolChoice: tools, ToolCallParser: map[bool]string{true: "hermes"}[tools]}})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(e.Close)
+			out, err := capbench(ctx, "doctor", "server", e.VLLMURL()+"/v1", "--proxy-url", e.ProxyURL(), "--capture-dir", dir)
+			Expect(exitCode(err)).To(Equal(code), out)
+			Expect(out).To(ContainSubstring(want))
+		},
+		Entry("the walkthrough's stack passes", true, 0, "capture call lands in the capture directory  ok", SpecTimeout(30*time.Second)),
+		Entry("without tool flags it fails", false, 1, "auto tool choice accepted                    FAIL", SpecTimeout(30*time.Second)),
+	)
+})
