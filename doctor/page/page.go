@@ -185,7 +185,7 @@ func codeBlock(n *ast.FencedCodeBlock, src []byte, lineOf func(int) int) Block {
 		}
 		buf.Write(seg.Value(src))
 	}
-	if b.Line == 0 { // empty block: the line after the fence
+	if b.Line == 0 && n.Info != nil { // empty block: the line after the fence
 		b.Line = lineOf(n.Info.Segment.Start) + 1
 	}
 	b.Text = buf.String()
