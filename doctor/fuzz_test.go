@@ -8,6 +8,7 @@ import (
 
 	"github.com/capbench/capbench/doctor"
 	"github.com/capbench/capbench/doctor/page"
+	"github.com/capbench/capbench/internal/fixtures"
 )
 
 // FuzzCheckPage feeds arbitrary pages through parsing and every page check:
@@ -34,8 +35,10 @@ func FuzzCheckPage(f *testing.F) {
 
 // FuzzCheckRollouts feeds arbitrary JSONL through the rollouts check.
 func FuzzCheckRollouts(f *testing.F) {
-	if b, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "gym-rollouts", "rollouts.jsonl")); err == nil {
-		f.Add(b)
+	if dir, ok := fixtures.Dir(); ok {
+		if b, err := os.ReadFile(filepath.Join(dir, "gym-rollouts", "rollouts.jsonl")); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Add([]byte(`{"_ng_token_capture":{"n_calls":"x","terminal_attribution":7},"response":{"output":[1,{"generation_token_ids":{}}]}}`))
 	f.Add([]byte(`{"mask_sample":null,"_ng_rollout_id":"../x"}` + "\n[1]\n"))
