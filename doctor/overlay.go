@@ -97,7 +97,7 @@ func CheckOverlay(src []byte, o ConfigOptions) (Overlay, []Finding) {
 	_, envNode := mapGet(root, "env")
 	_, gymNode := mapGet(envNode, "nemo_gym")
 	nestedKey, nested := mapGet(gymNode, "token_id_capture")
-	topKey, top := mapGet(root, "token_id_capture")
+	_, top := mapGet(root, "token_id_capture")
 	_, fallbackDir := mapGet(root, "model_call_capture_dir")
 	if nested != nil {
 		ov.Nested = true
@@ -114,7 +114,6 @@ func CheckOverlay(src []byte, o ConfigOptions) (Overlay, []Finding) {
 	} else if nested == nil {
 		c.add(root, "config/no-capture-block", Warning, "token_id_capture", "no token_id_capture block: capture stays off with this overlay", "", "add token_id_capture: {enabled: true, dir: /abs/path}")
 	}
-	_ = topKey
 	c.vllmKeys(root, "")
 	return ov, c.out
 }

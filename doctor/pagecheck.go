@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/itchyny/gojq"
@@ -324,18 +323,4 @@ func (st *Steps) checkCommands(envCfg []string, envLines []int, evalCfg []string
 			Fix:     "pass the capture overlay with --config"})
 	}
 	return out
-}
-
-// ParseOutcomeValue normalizes a jq output value for comparison.
-func ParseOutcomeValue(v any) string {
-	switch x := v.(type) {
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case int:
-		return strconv.Itoa(x)
-	case nil:
-		return "null"
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
