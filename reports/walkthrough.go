@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -168,4 +169,22 @@ func WalkthroughJUnit(w io.Writer, r *walkthrough.Result) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// WalkthroughJSON writes the result as one JSON object.
+func WalkthroughJSON(w io.Writer, r *walkthrough.Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WalkthroughRollouts writes the page run's rows, one JSON object a line.
+func WalkthroughRollouts(w io.Writer, r *walkthrough.Result) error {
+	enc := json.NewEncoder(w)
+	for _, row := range r.Rows {
+		if err := enc.Encode(row); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,9 +52,7 @@ built-in walkthrough (--print-page shows it).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				err = enc.Encode(res)
+				err = reports.WalkthroughJSON(cmd.OutOrStdout(), res)
 			} else {
 				err = reports.WalkthroughText(cmd.OutOrStdout(), res)
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote report.md, junit.xml, result.json and rollouts.jsonl in %s\n", outDir)
@@ -95,20 +92,7 @@ func writeWalkthrough(dir string, r *walkthrough.Result) error {
 	}
 	for name, render := range map[string]func(io.Writer, *walkthrough.Result) error{
 		"report.md": reports.WalkthroughMarkdown, "junit.xml": reports.WalkthroughJUnit,
-		"result.json": func(w io.Writer, r *walkthrough.Result) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(r)
-		},
-		"rollouts.jsonl": func(w io.Writer, r *walkthrough.Result) error {
-			enc := json.NewEncoder(w) // the page run's rows, one per line
-			for _, row := range r.Rows {
-				if err := enc.Encode(row); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		"result.json": reports.WalkthroughJSON, "rollouts.jsonl": reports.WalkthroughRollouts,
 	} {
 		if err := writeFile(filepath.Join(dir, name), r, render); err != nil {
 			return err
