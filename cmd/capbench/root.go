@@ -17,6 +17,9 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newPlanCmd(),
+		newDoctorCmd(),
+		newWalkthroughCmd(),
 	)
 	return root
 }
