@@ -44,13 +44,6 @@ func CatalogList(w io.Writer, scs []scenarios.Scenario, verbose bool) error {
 	return err
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // cut shortens s to n runes at a word boundary, marking the cut with "…".
 func cut(s string, n int) string {
 	r := []rune(s)
