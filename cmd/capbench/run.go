@@ -130,7 +130,7 @@ func checkRunFlags(cmd *cobra.Command, b env.Backend, opts harness.Options) erro
 	only := map[string][]env.Backend{
 		"vllm-url":    {env.External},
 		"proxy-url":   {env.External},
-		"capture-dir": {env.External, env.InProcess, env.Process, env.Container},
+		"capture-dir": {env.External, env.InProcess, env.Process, env.Container, env.RealVLLM},
 		"image":       {env.RealVLLM},
 	}
 	for _, name := range []string{"vllm-url", "proxy-url", "capture-dir", "image"} {
