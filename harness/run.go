@@ -278,12 +278,15 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 		}
 		return fail(res, "environment: "+err.Error())
 	}
-	if err := e.SetScripts(ctx, sc.Scripts); err != nil {
-		if errors.Is(err, env.ErrUnsupported) {
-			res.Status, res.SkipReason = StatusSkip, err.Error()
-			return res
+	// An unscripted scenario installs nothing: the engine answers as it likes.
+	if !sc.Unscripted {
+		if err := e.SetScripts(ctx, sc.Scripts); err != nil {
+			if errors.Is(err, env.ErrUnsupported) {
+				res.Status, res.SkipReason = StatusSkip, err.Error()
+				return res
+			}
+			return fail(res, "scripts: "+err.Error())
 		}
-		return fail(res, "scripts: "+err.Error())
 	}
 	tasks := make([]Task, s.opts.rollouts())
 	for i := range tasks {

@@ -279,6 +279,10 @@ type Scenario struct {
 	Seal        Seal       `json:"seal,omitempty"`
 	Expect      Expect     `json:"expect"`
 	Tags        []string   `json:"tags,omitempty"`
+	// Unscripted scenarios install no scripts: the engine answers as it
+	// likes (a real vLLM takes none), and the expectations hold for any
+	// text it chooses.
+	Unscripted bool `json:"unscripted,omitempty"`
 }
 
 // Streaming reports whether the scenario's agent streams.
@@ -305,6 +309,14 @@ func (s Scenario) Validate() error {
 	}
 	if s.Seal != NoSeal && s.Seal != SealFirstCall {
 		return fmt.Errorf("scenario %s: unknown seal %q", s.Name, s.Seal)
+	}
+	if s.Unscripted {
+		for _, used := range s.usedScripts() {
+			if used != "" || len(s.Scripts) > 0 {
+				return fmt.Errorf("scenario %s: an unscripted scenario defines and names no script", s.Name)
+			}
+		}
+		return nil
 	}
 	defined := map[string]bool{}
 	for _, sc := range s.Scripts {

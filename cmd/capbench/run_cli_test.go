@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/scenarios"
 )
 
 var _ = Describe("capbench run", func() {
@@ -74,7 +79,32 @@ var _ = Describe("capbench run", func() {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(300*time.Millisecond, cancel)
 		_, err := capbench(cctx, "run", "--out", GinkgoT().TempDir())
-		Expect(err).To(MatchError(MatchRegexp(`^interrupted after \d+ of 42 scenarios$`)))
+		Expect(err).To(MatchError(MatchRegexp(`^interrupted after \d+ of \d+ scenarios$`)))
+	})
+
+	It("runs the unscripted scenarios against a vLLM that takes no scripts, and skips the scripted ones", func(ctx SpecContext) {
+		fake, err := vllm.New(vllm.Options{Model: scenarios.DefaultModel, MaxModelLen: 65536, EnableAutoToolChoice: true,
+			ToolCallParser: "hermes", Port: 0})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fake.Start(ctx)).To(Succeed())
+		DeferCleanup(fake.Close)
+		target, err := url.Parse(fake.URL())
+		Expect(err).NotTo(HaveOccurred())
+		rp := httputil.NewSingleHostReverseProxy(target)
+		// A real vLLM: no /fake/ endpoints (no scripts, no ledger).
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/fake/") {
+				http.NotFound(w, r)
+				return
+			}
+			rp.ServeHTTP(w, r)
+		}))
+		DeferCleanup(srv.Close)
+		out := GinkgoT().TempDir()
+		stdout, err := capbench(ctx, "run", "--backend", "external", "--vllm-url", srv.URL,
+			"--scenario", "unscripted-single-call/stream,unscripted-single-call/nonstream,single-chain/stream", "--out", out)
+		Expect(err).NotTo(HaveOccurred(), stdout)
+		Expect(stdout).To(ContainSubstring("2 passed, 0 failed, 1 skipped"))
 	})
 
 	It("prints its version", func(ctx SpecContext) {
