@@ -84,9 +84,10 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 				errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 				return
 			}
+			req := newRawObject(raw, body)
 			p.applyOverrides(body, rt.APIPath == pathCompletions)
 			p.overrideModel(body)
-			if raw, err = marshalGeneric(body); err != nil {
+			if raw, err = req.encode(body); err != nil {
 				errw(sw, http.StatusInternalServerError, err.Error())
 				return
 			}
@@ -98,6 +99,10 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	if err != nil {
 		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
+	}
+	cc.raw = raw
+	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
+		cc.req = newRawObject(raw, body)
 	}
 	switch rt.APIPath {
 	case pathChat:

@@ -11,7 +11,7 @@ import (
 // handleMessages serves the Anthropic Messages API through chat: the capture
 // payload is a Responses object (§1.5) whose id is reused as the message id.
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	out, err := anthropic.ToChat(body)
+	out, err := anthropic.ToChatRaw(body, messagesRaw(cc.raw))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
@@ -71,7 +71,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	if _, ok := body["messages"]; !ok {
 		body["messages"] = []any{}
 	}
-	chat, err := anthropic.ToChat(body)
+	chat, err := anthropic.ToChatRaw(body, messagesRaw(raw))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return

@@ -93,7 +93,10 @@ func stripItemTokens(obj map[string]any) {
 }
 
 // responsesToChat translates a Responses request into a chat request.
-func responsesToChat(body map[string]any) (map[string]any, error) {
+// raw is the client's body: tool schemas and non-string tool outputs are
+// passed on as written (their key order reaches the prompt).
+func responsesToChat(body map[string]any, raw []byte) (map[string]any, error) {
+	rawParams, rawOutputs := responsesRaw(raw)
 	out := map[string]any{}
 	if m, ok := body["model"]; ok {
 		out["model"] = m
@@ -132,7 +135,12 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 				flush()
 				out := it["output"]
 				if _, ok := out.(string); !ok {
-					b, _ := marshalGeneric(out)
+					var b []byte
+					if r, ok := rawOutputs[i]; ok {
+						b, _ = marshalGeneric(r)
+					} else {
+						b, _ = marshalGeneric(out)
+					}
 					out = string(b)
 				}
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it["call_id"], "content": out})
@@ -173,12 +181,15 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 	out["messages"] = msgs
 	if tools, ok := body["tools"].([]any); ok && len(tools) > 0 {
 		var ct []any
-		for _, t := range tools {
+		for k, t := range tools {
 			tm, ok := t.(map[string]any)
 			if !ok || tm["type"] != "function" {
 				continue
 			}
 			fn := map[string]any{"name": tm["name"], "parameters": tm["parameters"]}
+			if r, ok := rawParams[k]; ok && tm["parameters"] != nil {
+				fn["parameters"] = r
+			}
 			if d, ok := tm["description"]; ok {
 				fn["description"] = d
 			}
@@ -209,7 +220,7 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 
 // handleResponses serves /v1/responses by translating to chat.
 func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	out, err := responsesToChat(body)
+	out, err := responsesToChat(body, cc.raw)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return

@@ -17,6 +17,7 @@ type seenRequest struct {
 	Path   string
 	Header http.Header
 	Body   map[string]any
+	Raw    []byte // the body as sent
 }
 
 // stubReply is what the stub answers to one chat call.
@@ -105,7 +106,7 @@ func (s *stubVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
 	s.mu.Lock()
-	s.seen = append(s.seen, seenRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.seen = append(s.seen, seenRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Raw: raw})
 	enc := s.encoding
 	s.mu.Unlock()
 	var out any
