@@ -246,21 +246,13 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 }
 
 // beginError is a failed begin_call: the model call fails before generation.
-type beginError struct{ err error }
+type beginError struct {
+	rolloutID string
+	err       error
+}
 
 func (e *beginError) Error() string { return "registering the call intent failed: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
-
-func (e *beginError) status() int {
-	switch {
-	case errors.Is(e.err, store.ErrInvalidRolloutID):
-		return http.StatusBadRequest
-	case errors.Is(e.err, store.ErrFrozen), errors.Is(e.err, store.ErrRetired):
-		return http.StatusConflict
-	default:
-		return http.StatusServiceUnavailable
-	}
-}
 
 // begin resolves the parent and registers the call intent (§3.3 steps 1–3).
 func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
@@ -274,7 +266,7 @@ func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	if err != nil {
 		p.forget(cc.rt.RolloutID, err)
 		cc.log.Error("begin_call failed; the model call fails", "err", err)
-		return &beginError{err}
+		return &beginError{rolloutID: cc.rt.RolloutID, err: err}
 	}
 	return nil
 }

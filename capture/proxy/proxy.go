@@ -262,7 +262,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
-	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages)
+	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages) || strings.HasPrefix(rt.APIPath, "/v1"+pathMessages)
 	errw := writeOpenAIError
 	if anthropicPath {
 		errw = writeAnthropicError
@@ -276,6 +276,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			errw(w, http.StatusBadRequest, fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
 			return
 		}
+	}
+	if doubledV1(rt.APIPath) {
+		p.log.Warn("request path has /v1 twice: the client's base URL ends in /v1", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+		errw(w, http.StatusNotFound, unknownRouteMessage(rt))
+		return
 	}
 	switch rt.APIPath {
 	case pathChat, pathCompletions, pathResponses, pathMessages:
@@ -299,7 +304,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		if rt.RolloutID != "" {
 			// Unknown path under a rollout prefix: 404, nothing marked (Q5).
-			errw(w, http.StatusNotFound, "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
+			p.log.Warn("unknown API path under a rollout prefix", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+			errw(w, http.StatusNotFound, unknownRouteMessage(rt))
 			return
 		}
 		body := io.Reader(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
