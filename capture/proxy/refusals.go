@@ -83,7 +83,9 @@ const servedRoutes = "POST /v1/chat/completions, /v1/completions, /v1/responses,
 
 // doubledV1 recognises a base URL that already ends in /v1: Anthropic
 // clients (Claude Code's ANTHROPIC_BASE_URL) append /v1/messages themselves.
-func doubledV1(apiPath string) bool { return strings.HasPrefix(apiPath, "/v1/v1/") || apiPath == "/v1/v1" }
+func doubledV1(apiPath string) bool {
+	return strings.HasPrefix(apiPath, "/v1/v1/") || apiPath == "/v1/v1"
+}
 
 // unknownRouteMessage is the 404 message of a path the proxy does not serve
 // under a rollout prefix (or a doubled /v1 anywhere).
