@@ -91,7 +91,7 @@ var _ = Describe("tool-call arguments keep their key order on real Claude Code t
 			Expect(r2.Status).To(Equal(200), string(r2.Body))
 			es := entries(ctx, st, "ao")
 			Expect(es).To(HaveLen(2))
-			led := fake.Ledger()
+			led := ledgerOf(fake, 2)
 			matchesLedger(es[0], led[0])
 			matchesLedger(es[1], led[1])
 			By("the echoed call renders as the generated tokens")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -28,39 +29,38 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	p.requestItems(cc, lineage.DialectChat, body)
 
 	out := cloneMap(body)
-	// The capture path always asks upstream for the complete reply.
-	delete(out, "stream")
-	delete(out, "stream_options")
 	ctx := r.Context()
 	if err := p.begin(ctx, cc); err != nil {
 		writeExchangeError(w, err, writeOpenAIError, true)
 		return
 	}
+	if stream && !p.opts.BufferedStreams {
+		// The client's stream_options stay: the client reads the engine's
+		// own chunks.
+		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true,
+			sink: func(bw *bufio.Writer) streamSink { return &chatSink{bw: bw, keepLogprobs: clientLogprobs} },
+			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+				p.commitChat(ctx, cc, resp, tok, tokErr)
+			}})
+		return
+	}
+	// The buffered path asks upstream for the complete reply.
+	delete(out, "stream")
+	delete(out, "stream_options")
 	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
 	if err != nil {
 		writeExchangeError(w, err, writeOpenAIError, true)
 		return
 	}
 	if cc.capture {
-		choice, msg, cerr := firstChoice(resp)
-		var clientLP any
-		if cerr == nil {
-			clientLP = choice["logprobs"]
-			if tok != nil {
-				attachTokens(msg, tok)
-			}
-			delete(choice, "logprobs")
-			delete(choice, "token_ids")
-		}
-		delete(resp, "prompt_token_ids")
-		p.commit(ctx, cc, resp, tokErr)
+		clientLP := p.commitChat(ctx, cc, resp, tok, tokErr)
 		// Deviation Q4 from the Python server, as asked: token fields are
 		// stripped from every capture-path reply, not only from streams.
 		// The record holds them; a client that asked for logprobs itself
 		// keeps them (their tokens read token_id:<n>, since the proxy pins
 		// return_tokens_as_token_ids).
 		stripChatTokens(resp)
-		if cerr == nil && clientLogprobs {
+		if choice, _, cerr := firstChoice(resp); cerr == nil && clientLogprobs {
 			choice["logprobs"] = clientLP
 		}
 	}
@@ -69,6 +69,24 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// commitChat records a chat completion: the token bundle goes on the
+// message, the engine's token fields come off, and the record is put. It
+// returns the engine's log-probs (for a client that asked for them).
+func (p *Proxy) commitChat(ctx context.Context, cc *callCtx, resp map[string]any, tok *tokenInfo, tokErr error) (clientLP any) {
+	choice, msg, cerr := firstChoice(resp)
+	if cerr == nil {
+		clientLP = choice["logprobs"]
+		if tok != nil {
+			attachTokens(msg, tok)
+		}
+		delete(choice, "logprobs")
+		delete(choice, "token_ids")
+	}
+	delete(resp, "prompt_token_ids")
+	p.commit(ctx, cc, resp, tokErr)
+	return clientLP
 }
 
 // attachTokens puts the token bundle on a carrier object (§3.4 step 3).

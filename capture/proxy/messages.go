@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -23,20 +24,22 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 		writeExchangeError(w, err, writeAnthropicError, false)
 		return
 	}
+	if stream && !p.opts.BufferedStreams {
+		id := newResponseID()
+		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeAnthropicError, usage: !cc.capture,
+			sink: func(bw *bufio.Writer) streamSink {
+				return &messagesSink{bw: bw, id: id, stopSeqs: anthropic.StopSequences(body)}
+			},
+			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) { p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil) }})
+		return
+	}
 	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
 	if err != nil {
 		writeExchangeError(w, err, writeAnthropicError, false)
 		return
 	}
 	id := newResponseID()
-	if cc.capture {
-		payload, err := responsesFromChat(resp, id, tok)
-		if err != nil {
-			p.markIncomplete(ctx, cc, "capture_error", err)
-		} else {
-			p.commit(ctx, cc, payload, tokErr)
-		}
-	}
+	p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
 	msg, err := anthropic.FromChat(resp, id, anthropic.StopSequences(body))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
@@ -53,6 +56,21 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 		return
 	}
 	_ = bw.Flush()
+}
+
+// commitResponses records a chat completion as the Responses payload
+// (§1.5) with response id id, the item ids a stream announced when ids is
+// set.
+func (p *Proxy) commitResponses(ctx context.Context, cc *callCtx, resp map[string]any, id string, tok *tokenInfo, tokErr error, ids *itemIDs) {
+	if !cc.capture {
+		return
+	}
+	payload, err := responsesFromChat(resp, id, tok, ids)
+	if err != nil {
+		p.markIncomplete(ctx, cc, "capture_error", err)
+		return
+	}
+	p.commit(ctx, cc, payload, tokErr)
 }
 
 // serveCountTokens answers /v1/messages/count_tokens with the upstream

@@ -68,6 +68,11 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Client sends upstream requests; nil creates one pooled client.
 	Client *http.Client
+	// BufferedStreams answers streaming clients the way NeMo Gym's model
+	// server does: one non-streaming engine call, then a synthetic stream of
+	// the complete reply. By default streams pass through as the engine
+	// generates them (docs/streaming.md).
+	BufferedStreams bool
 	// MaxTrackedRollouts bounds how many rollouts keep a lineage index in
 	// memory (default DefaultMaxTrackedRollouts). Past it the least recently
 	// used index is dropped; that rollout's next call rebuilds it from the

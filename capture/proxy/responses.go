@@ -15,18 +15,28 @@ import (
 // way the Python engine adapter does (§1.5): an optional reasoning item, an
 // optional message item, one function_call item per tool call, and the token
 // bundle on the LAST item. An empty generation still gets a message item so
-// the tokens have a carrier.
-func responsesFromChat(resp map[string]any, id string, tok *tokenInfo) (map[string]any, error) {
+// the tokens have a carrier. ids, when set, are the item ids a stream has
+// already announced; otherwise fresh ones are minted.
+func responsesFromChat(resp map[string]any, id string, tok *tokenInfo, ids *itemIDs) (map[string]any, error) {
+	if ids == nil {
+		ids = &itemIDs{}
+	}
+	mint := func(have *string, prefix string) string {
+		if *have == "" {
+			*have = prefix + newCallID()
+		}
+		return *have
+	}
 	choice, msg, err := firstChoice(resp)
 	if err != nil {
 		return nil, err
 	}
 	var items []any
 	if r, ok := nonEmptyString(msg["reasoning"]); ok {
-		items = append(items, map[string]any{"type": "reasoning", "id": "rs_" + newCallID(), "summary": []any{},
+		items = append(items, map[string]any{"type": "reasoning", "id": mint(&ids.reasoning, "rs_"), "summary": []any{},
 			"content": []any{map[string]any{"type": "reasoning_text", "text": r}}})
 	} else if r, ok := nonEmptyString(msg["reasoning_content"]); ok {
-		items = append(items, map[string]any{"type": "reasoning", "id": "rs_" + newCallID(), "summary": []any{},
+		items = append(items, map[string]any{"type": "reasoning", "id": mint(&ids.reasoning, "rs_"), "summary": []any{},
 			"content": []any{map[string]any{"type": "reasoning_text", "text": r}}})
 	}
 	calls, _ := msg["tool_calls"].([]any)
@@ -40,12 +50,15 @@ func responsesFromChat(resp map[string]any, id string, tok *tokenInfo) (map[stri
 			continue
 		}
 		fn, _ := call["function"].(map[string]any)
-		fnItems = append(fnItems, map[string]any{"type": "function_call", "id": "fc_" + newCallID(), "call_id": call["id"],
+		if len(ids.calls) <= len(fnItems) {
+			ids.calls = append(ids.calls, "fc_"+newCallID())
+		}
+		fnItems = append(fnItems, map[string]any{"type": "function_call", "id": ids.calls[len(fnItems)], "call_id": call["id"],
 			"name": fn["name"], "arguments": fn["arguments"], "status": "completed"})
 	}
 	text, hasText := nonEmptyString(msg["content"])
 	if hasText || (len(fnItems) == 0 && len(items) == 0) {
-		items = append(items, map[string]any{"type": "message", "id": "msg_" + newCallID(), "role": "assistant", "status": "completed",
+		items = append(items, map[string]any{"type": "message", "id": mint(&ids.message, "msg_"), "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
 	}
 	items = append(items, fnItems...)
@@ -232,12 +245,22 @@ func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *call
 		writeExchangeError(w, err, writeOpenAIError, true)
 		return
 	}
+	if stream && !p.opts.BufferedStreams {
+		id := newResponseID()
+		var sink *responsesSink
+		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true, usage: !cc.capture,
+			sink: func(bw *bufio.Writer) streamSink { sink = newResponsesSink(bw, id); return sink },
+			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+				p.commitResponses(ctx, cc, resp, id, tok, tokErr, &sink.ids)
+			}})
+		return
+	}
 	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
 	if err != nil {
 		writeExchangeError(w, err, writeOpenAIError, true)
 		return
 	}
-	obj, err := responsesFromChat(resp, newResponseID(), tok)
+	obj, err := responsesFromChat(resp, newResponseID(), tok, nil)
 	if err != nil {
 		if cc.capture {
 			p.markIncomplete(ctx, cc, "capture_error", err)
