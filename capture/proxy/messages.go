@@ -30,7 +30,9 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 			sink: func(bw *bufio.Writer) streamSink {
 				return &messagesSink{bw: bw, id: id, stopSeqs: anthropic.StopSequences(body)}
 			},
-			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) { p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil) }})
+			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+				p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
+			}})
 		return
 	}
 	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)

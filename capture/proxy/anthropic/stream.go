@@ -14,16 +14,16 @@ import (
 // engine answers it as null content), and a reply with no block gets one
 // empty text block.
 type Stream struct {
-	w          *bufio.Writer
-	id, model  any
-	started    bool
-	pinged     bool
-	open       string // "", "thinking", "text", "tool_use"
-	index      int    // of the open block; next block is index+1
-	blocks     int
-	pendingWS  strings.Builder
-	sawCalls   bool
-	input      int
+	w         *bufio.Writer
+	id, model any
+	started   bool
+	pinged    bool
+	open      string // "", "thinking", "text", "tool_use"
+	index     int    // of the open block; next block is index+1
+	blocks    int
+	pendingWS strings.Builder
+	sawCalls  bool
+	input     int
 }
 
 // NewStream starts a stream for message id of model; inputTokens is the
