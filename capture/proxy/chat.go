@@ -38,7 +38,9 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 		// The client's stream_options stay: the client reads the engine's
 		// own chunks.
 		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true,
-			sink: func(bw *bufio.Writer) streamSink { return &chatSink{bw: bw, keepLogprobs: clientLogprobs} },
+			sink: func(bw *bufio.Writer) streamSink {
+				return &chatSink{bw: bw, keepLogprobs: clientLogprobs, keepUsage: includeUsage}
+			},
 			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
 				p.commitChat(ctx, cc, resp, tok, tokErr)
 			}})

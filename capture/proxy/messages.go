@@ -26,7 +26,7 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 	}
 	if stream && !p.opts.BufferedStreams {
 		id := newResponseID()
-		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeAnthropicError, usage: !cc.capture,
+		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeAnthropicError,
 			sink: func(bw *bufio.Writer) streamSink {
 				return &messagesSink{bw: bw, id: id, stopSeqs: anthropic.StopSequences(body)}
 			},

@@ -248,7 +248,7 @@ func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *call
 	if stream && !p.opts.BufferedStreams {
 		id := newResponseID()
 		var sink *responsesSink
-		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true, usage: !cc.capture,
+		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true,
 			sink: func(bw *bufio.Writer) streamSink { sink = newResponsesSink(bw, id); return sink },
 			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
 				p.commitResponses(ctx, cc, resp, id, tok, tokErr, &sink.ids)

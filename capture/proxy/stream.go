@@ -37,9 +37,6 @@ type streamSpec struct {
 	errw     errorWriter
 	passBody bool // OpenAI dialects pass upstream error bodies through
 	sink     func(bw *bufio.Writer) streamSink
-	// usage asks the engine for a usage chunk (the client sees no chat
-	// chunks, so its own stream_options do not apply).
-	usage bool
 	// commit records the assembled completion (capture path only).
 	commit func(resp map[string]any, tok *tokenInfo, tokErr error)
 }
@@ -53,9 +50,17 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	if cc.capture {
 		out["return_token_ids"] = true
 	}
-	if sp.usage {
-		out["stream_options"] = map[string]any{"include_usage": true}
+	// The usage chunk tells whether a reasoning parser is on (its
+	// reasoning_tokens count), which decides how vLLM answers an empty
+	// content; the chat sink hides it from clients that did not ask.
+	so := map[string]any{}
+	if m, ok := out["stream_options"].(map[string]any); ok {
+		for k, v := range m {
+			so[k] = v
+		}
 	}
+	so["include_usage"] = true
+	out["stream_options"] = so
 	body, err := cc.req.encode(out)
 	if err != nil {
 		p.streamFailedEarly(ctx, w, cc, sp, fmt.Errorf("encoding the upstream request: %w", err))

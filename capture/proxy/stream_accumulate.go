@@ -128,6 +128,15 @@ func (a *chatAccumulator) addToolDelta(t any) {
 	}
 }
 
+// reasoningParser reports whether the engine runs a reasoning parser: vLLM
+// then counts reasoning tokens in the usage.
+func (a *chatAccumulator) reasoningParser() bool {
+	u, _ := a.usage.(map[string]any)
+	d, _ := u["completion_tokens_details"].(map[string]any)
+	_, ok := d["reasoning_tokens"]
+	return ok
+}
+
 // forcedToolChoice reports a tool_choice under which vLLM answers content ""
 // next to the calls (required or a named function).
 func forcedToolChoice(v any) bool {
@@ -149,7 +158,7 @@ func (a *chatAccumulator) completion(outbound map[string]any) map[string]any {
 		content = ""
 	case len(a.calls) > 0 && strings.TrimSpace(text) == "":
 		// vLLM's tool parser answers null for a whitespace-only preamble.
-	case a.sawReasoning && text == "":
+	case text == "" && (a.sawReasoning || a.reasoningParser()):
 		// The reasoning parser answers null when nothing follows the reasoning.
 	case a.sawContent:
 		content = text
