@@ -84,6 +84,7 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=JSON pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); repeatable")
 	f.BoolVar(&o.RequestTokenIDs, "request-token-ids", false, "ask vLLM for prompt ids with return_token_ids instead of calling /tokenize")
 	f.BoolVar(&o.DeltaRecords, "delta-records", false, "store resolved prompts as suffixes of the parent's tokens")
+	f.BoolVar(&o.BufferedStreams, "buffered-streams", false, "answer streaming clients as NeMo Gym's model server does: one non-streaming engine call, then the whole reply as a stream (default: pass the engine's stream through as it is generated)")
 	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request with this served name (needed for Claude Code, which asks for claude-* names)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

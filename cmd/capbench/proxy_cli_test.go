@@ -72,3 +72,12 @@ var _ = Describe("capbench proxy", func() {
 		Expect(strings.Count(modelWarning([]string{"a", "b"}), "a, b")).To(Equal(1))
 	})
 })
+
+var _ = Describe("capbench proxy --buffered-streams", func() {
+	It("is a documented flag", func(ctx SpecContext) {
+		out, err := capbench(ctx, "proxy", "--help")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("--buffered-streams"))
+		Expect(out).To(ContainSubstring("NeMo Gym"))
+	})
+})
