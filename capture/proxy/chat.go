@@ -28,49 +28,34 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	clientLogprobs, _ := body["logprobs"].(bool)
 	p.requestItems(cc, lineage.DialectChat, body)
 
-	out := cloneMap(body)
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	if stream && !p.opts.BufferedStreams {
-		// The client's stream_options stay: the client reads the engine's
-		// own chunks.
-		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true,
-			sink: func(bw *bufio.Writer) streamSink {
-				return &chatSink{bw: bw, keepLogprobs: clientLogprobs, keepUsage: includeUsage}
-			},
-			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
-				p.commitChat(ctx, cc, resp, tok, tokErr)
-			}})
-		return
-	}
-	// The buffered path asks upstream for the complete reply.
-	delete(out, "stream")
-	delete(out, "stream_options")
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	if cc.capture {
-		clientLP := p.commitChat(ctx, cc, resp, tok, tokErr)
-		// Deviation Q4 from the Python server, as asked: token fields are
-		// stripped from every capture-path reply, not only from streams.
-		// The record holds them; a client that asked for logprobs itself
-		// keeps them (their tokens read token_id:<n>, since the proxy pins
-		// return_tokens_as_token_ids).
-		stripChatTokens(resp)
-		if choice, _, cerr := firstChoice(resp); cerr == nil && clientLogprobs {
-			choice["logprobs"] = clientLP
-		}
-	}
-	if stream {
-		writeChatStream(w, resp, includeUsage)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: cloneMap(body), stream: stream, errw: writeOpenAIError, passBody: true,
+		// The client's stream_options stay on a pass-through stream: the
+		// client reads the engine's own chunks.
+		sink: func(bw *bufio.Writer) streamSink {
+			return &chatSink{bw: bw, keepLogprobs: clientLogprobs, keepUsage: includeUsage}
+		},
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) { p.commitChat(ctx, cc, resp, tok, tokErr) },
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			if cc.capture {
+				clientLP := p.commitChat(ctx, cc, resp, tok, tokErr)
+				// Deviation Q4 from the Python server, as asked: token fields
+				// are stripped from every capture-path reply, not only from
+				// streams. The record holds them; a client that asked for
+				// logprobs itself keeps them (their tokens read
+				// token_id:<n>, since the proxy pins
+				// return_tokens_as_token_ids).
+				stripChatTokens(resp)
+				if choice, _, cerr := firstChoice(resp); cerr == nil && clientLogprobs {
+					choice["logprobs"] = clientLP
+				}
+			}
+			if stream {
+				writeChatStream(w, resp, includeUsage)
+				return
+			}
+			writeJSON(w, http.StatusOK, resp)
+		}})
 }
 
 // commitChat records a chat completion: the token bundle goes on the

@@ -20,44 +20,32 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 	stream := streamRequested(body)
 	p.requestItems(cc, lineage.DialectMessages, withoutThinking(body))
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeAnthropicError, false)
-		return
-	}
-	if stream && !p.opts.BufferedStreams {
-		id := newResponseID()
-		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeAnthropicError,
-			sink: func(bw *bufio.Writer) streamSink {
-				return &messagesSink{bw: bw, id: id, stopSeqs: anthropic.StopSequences(body)}
-			},
-			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
-				p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
-			}})
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeAnthropicError, false)
-		return
-	}
 	id := newResponseID()
-	p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
-	msg, err := anthropic.FromChat(resp, id, anthropic.StopSequences(body))
-	if err != nil {
-		writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
-		return
-	}
-	if !stream {
-		writeJSON(w, http.StatusOK, msg)
-		return
-	}
-	sseHeaders(w)
-	bw := bufio.NewWriterSize(w, 16*1024)
-	if err := anthropic.WriteSSE(bw, msg); err != nil {
-		cc.log.Warn("writing the event stream failed", "err", err)
-		return
-	}
-	_ = bw.Flush()
+	stops := anthropic.StopSequences(body)
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: out, stream: stream, errw: writeAnthropicError,
+		sink: func(bw *bufio.Writer) streamSink { return &messagesSink{bw: bw, id: id, stopSeqs: stops} },
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
+		},
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
+			msg, err := anthropic.FromChat(resp, id, stops)
+			if err != nil {
+				writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
+				return
+			}
+			if !stream {
+				writeJSON(w, http.StatusOK, msg)
+				return
+			}
+			sseHeaders(w)
+			bw := bufio.NewWriterSize(w, 16*1024)
+			if err := anthropic.WriteSSE(bw, msg); err != nil {
+				cc.log.Warn("writing the event stream failed", "err", err)
+				return
+			}
+			_ = bw.Flush()
+		}})
 }
 
 // commitResponses records a chat completion as the Responses payload

@@ -241,40 +241,30 @@ func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *call
 	stream := streamRequested(body)
 	p.requestItems(cc, lineage.DialectResponses, body)
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	if stream && !p.opts.BufferedStreams {
-		id := newResponseID()
-		var sink *responsesSink
-		p.streamCall(w, r, cc, streamSpec{out: out, errw: writeOpenAIError, passBody: true,
-			sink: func(bw *bufio.Writer) streamSink { sink = newResponsesSink(bw, id); return sink },
-			commit: func(resp map[string]any, tok *tokenInfo, tokErr error) {
-				p.commitResponses(ctx, cc, resp, id, tok, tokErr, &sink.ids)
-			}})
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	obj, err := responsesFromChat(resp, newResponseID(), tok, nil)
-	if err != nil {
-		if cc.capture {
-			p.markIncomplete(ctx, cc, "capture_error", err)
-		}
-		writeOpenAIError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
-		return
-	}
-	p.commit(ctx, cc, obj, tokErr)
-	stripItemTokens(obj)
-	if !stream {
-		writeJSON(w, http.StatusOK, obj)
-		return
-	}
-	writeResponsesStream(w, obj)
+	id := newResponseID()
+	var sink *responsesSink
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: out, stream: stream, errw: writeOpenAIError, passBody: true,
+		sink: func(bw *bufio.Writer) streamSink { sink = newResponsesSink(bw, id); return sink },
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, &sink.ids)
+		},
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			obj, err := responsesFromChat(resp, id, tok, nil)
+			if err != nil {
+				if cc.capture {
+					p.markIncomplete(ctx, cc, "capture_error", err)
+				}
+				writeOpenAIError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
+				return
+			}
+			p.commit(ctx, cc, obj, tokErr)
+			stripItemTokens(obj)
+			if !stream {
+				writeJSON(w, http.StatusOK, obj)
+				return
+			}
+			writeResponsesStream(w, obj)
+		}})
 }
 
 // writeResponsesStream replays a complete Responses object as typed events.
