@@ -132,4 +132,19 @@ var _ = Describe("tool-call arguments keep their key order on real Claude Code t
 		}
 		Expect(string(got)).To(HavePrefix(`{"model":"stub-model","tools":`))
 	})
+
+	It("passes Responses tool schemas and object tool outputs on in the client's order", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		p := startProxy(ctx, up.URL(), store.NewMemoryStore(), func(o *proxy.Options) { o.RequestTokenIDs = true })
+		body := `{"model":"stub-model","tools":[{"type":"function","name":"Write","parameters":{"type":"object","properties":{"file_path":{},"content":{}}}}],` +
+			`"input":[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"Write","arguments":"{\"file_path\": \"/a\", \"content\": \"x\"}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":{"status":"ok","bytes":10}}]}`
+		r := do(ctx, "POST", p.URL()+"/ng-rollout/rawr/training-token-capture/v1/responses", []byte(body), nil)
+		Expect(r.Status).To(Equal(200), string(r.Body))
+		got := string(up.generations()[0].Raw)
+		Expect(got).To(ContainSubstring(`"parameters":{"type":"object","properties":{"file_path":{},"content":{}}}`))
+		Expect(got).To(ContainSubstring(`"arguments":"{\"file_path\": \"/a\", \"content\": \"x\"}"`))
+		Expect(got).To(ContainSubstring(`"content":"{\"status\":\"ok\",\"bytes\":10}"`))
+	})
 })
