@@ -10,18 +10,18 @@ import (
 // that a streamed call is recorded exactly as a buffered one (the message
 // fields follow vLLM's non-streaming ChatMessage).
 type chatAccumulator struct {
-	id, object, created, model, fingerprint, usage any
-	promptIDs                                      []int
-	hasPrompt                                      bool
-	genIDs                                         []int
-	hasGenIDs                                      bool
-	lp                                             chatLogprobs
-	lpRaw                                          [][]byte
-	content, reasoning                             strings.Builder
-	sawContent, sawReasoning                       bool
-	calls                                          []*streamedCall
-	finish, stopReason                             any
-	chunks                                         int
+	id, created, model, fingerprint, usage any
+	promptIDs                              []int
+	hasPrompt                              bool
+	genIDs                                 []int
+	hasGenIDs                              bool
+	lp                                     chatLogprobs
+	lpRaw                                  [][]byte
+	content, reasoning                     strings.Builder
+	sawContent, sawReasoning               bool
+	calls                                  []*streamedCall
+	finish, stopReason                     any
+	chunks                                 int
 }
 
 type streamedCall struct {
