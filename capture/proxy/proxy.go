@@ -209,7 +209,9 @@ func (p *Proxy) URL() string {
 	return "http://" + p.listener.Addr().String()
 }
 
-// Handler serves the proxy's routes; usable without Start.
+// Handler serves the proxy's routes; usable without Start. To cut a reply
+// whose upstream failed mid-stream it panics with http.ErrAbortHandler, which
+// net/http's server turns into an aborted connection.
 func (p *Proxy) Handler() http.Handler { return p.handler }
 
 // Registry is the registry the proxy's metrics live in.

@@ -213,6 +213,48 @@ var _ = Describe("streaming pass-through", func() {
 	)
 })
 
+var _ = Describe("streaming outside training capture", func() {
+	DescribeTable("streams without recording anything",
+		func(ctx SpecContext, prefix, path string, wantLast string) {
+			fake := startReasoningFake(vllm.Options{})
+			st := store.NewMemoryStore()
+			p := startProxy(ctx, fake.URL(), st, nil)
+			r := do(ctx, "POST", p.URL()+prefix+path, mustJSON(requestFor(path)), nil)
+			Expect(r.Status).To(Equal(200), string(r.Body))
+			evs := parseSSE(r.Body)
+			Expect(evs).NotTo(BeEmpty())
+			Expect(evs[len(evs)-1].Event + evs[len(evs)-1].Data).To(ContainSubstring(wantLast))
+			ids, err := st.Rollouts(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ids).To(BeEmpty())
+		},
+		Entry("Messages, plain", "", "/v1/messages", "message_stop"),
+		Entry("Messages, summary prefix", "/ng-rollout/s2", "/v1/messages", "message_stop"),
+		Entry("Responses, plain", "", "/v1/responses", "response.completed"),
+	)
+
+	It("marks the rollout incomplete when the client goes away mid-stream", func(ctx SpecContext) {
+		fake := startReasoningFake(vllm.Options{Timing: vllm.Timing{InterTokenLatency: 10 * time.Millisecond}})
+		Expect(fake.SetScript(vllm.Script{Name: "slow", Turns: []vllm.Turn{{Content: strings.Repeat("word ", 60)}}})).To(Succeed())
+		st := store.NewMemoryStore()
+		p := startProxy(ctx, fake.URL(), st, nil)
+		cctx, cancel := context.WithCancel(ctx)
+		req, err := http.NewRequestWithContext(cctx, http.MethodPost, p.URL()+"/ng-rollout/gone/training-token-capture/v1/messages",
+			bytes.NewReader(mustJSON(requestFor("/v1/messages"))))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Fake-Script", "slow")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bufio.NewReader(resp.Body).ReadString('\n') // the stream has started
+		Expect(err).NotTo(HaveOccurred())
+		cancel()
+		_ = resp.Body.Close()
+		Eventually(func() bool { return incomplete(ctx, st, "gone") }).WithTimeout(5 * time.Second).Should(BeTrue())
+		Expect(entries(ctx, st, "gone")).To(BeEmpty())
+	})
+})
+
 // normalizedMessage drops what is random in a Messages reply.
 func normalizedMessage(m map[string]any) any {
 	delete(m, "id")
