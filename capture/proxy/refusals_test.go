@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -68,6 +70,24 @@ var _ = Describe("refused calls answer what a harness does not retry, and say wh
 		Entry("full disk: transient, retried after Retry-After", failing(fmt.Errorf("writing intent: %w", &fs.PathError{Op: "write", Path: "/tmp/cap/x", Err: syscall.ENOSPC})),
 			"/v1/messages", messages, 503, true, "anthropic", []string{"disk is full", `rollout "rf-1"`}),
 	)
+
+	It("refuses without a retry when the file store cannot write the rollout's files", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		dir := GinkgoT().TempDir()
+		fs, err := store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(fs.Close)
+		// A directory where the rollout's intents file belongs: every open fails.
+		Expect(os.Mkdir(filepath.Join(dir, "rf-1.tokens.intents"), 0o700)).To(Succeed())
+		p := startProxy(ctx, up.URL(), fs, nil)
+		r := do(ctx, "POST", p.URL()+"/ng-rollout/rf-1/training-token-capture/v1/messages", messages, nil)
+		Expect(r.Status).To(BeNumerically(">=", 400), string(r.Body))
+		Expect(sdkRetries(r.Status, r.Header)).To(BeFalse(), string(r.Body))
+		Expect(string(r.Body)).To(ContainSubstring(`rollout \"rf-1\"`))
+		Expect(string(r.Body)).NotTo(ContainSubstring(dir))
+		Expect(up.generations()).To(BeEmpty())
+	})
 
 	It("gives full-disk refusals a Retry-After", func(ctx SpecContext) {
 		up := newStubVLLM()
