@@ -130,6 +130,8 @@ func messagesRaw(raw []byte) *anthropic.Raw {
 	err := eachField(raw, func(key string, val []byte) error {
 		switch key {
 		case "tools":
+			// A repeated member replaces the earlier one, as decoding does.
+			out.ToolSchemas = map[int]json.RawMessage{}
 			k := 0
 			return ignoreShape(eachElem(val, func(tool []byte) error {
 				_ = eachField(tool, func(f string, v []byte) error {
@@ -142,6 +144,7 @@ func messagesRaw(raw []byte) *anthropic.Raw {
 				return nil
 			}))
 		case "messages":
+			out.ToolInputs = map[[2]int]json.RawMessage{}
 			i := 0
 			return ignoreShape(eachElem(val, func(msg []byte) error {
 				_ = eachField(msg, func(f string, content []byte) error {
@@ -191,8 +194,10 @@ func responsesRaw(raw []byte) (params map[int]json.RawMessage, outputs map[int]j
 		var into map[int]json.RawMessage
 		switch key {
 		case "tools":
+			params = map[int]json.RawMessage{}
 			want, into = "parameters", params
 		case "input":
+			outputs = map[int]json.RawMessage{}
 			want, into = "output", outputs
 		default:
 			return nil
