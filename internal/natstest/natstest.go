@@ -1,0 +1,186 @@
+// Package natstest runs a JetStream-enabled NATS server for tests: in
+// process (the server is a Go module) or as a separate process built from
+// the same module with `go build`, never a downloaded binary. Both listen on
+// 127.0.0.1 and can be stopped and restarted on the same port and storage
+// directory, which is how the fault specs simulate restarts and partitions.
+package natstest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// MaxPayload is the server's max_payload: 8 MiB, room for the record of a
+// 32k-token call (about 1 MiB of JSON) with a wide margin. docs/nats-store.md
+// explains the choice.
+const MaxPayload = 8 << 20
+
+// Server is an in-process NATS server with JetStream.
+type Server struct {
+	mu   sync.Mutex
+	dir  string
+	port int
+	srv  *server.Server
+}
+
+// Start runs a server with JetStream storage under dir on a free port.
+func Start(dir string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, port: port}
+	if err := s.Restart(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// URL is the client URL, stable across restarts.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Restart starts the server again (after Stop) on the same port and storage.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return errors.New("natstest: server already running")
+	}
+	opts := &server.Options{
+		ServerName: "capbench-test",
+		Host:       "127.0.0.1",
+		Port:       s.port,
+		JetStream:  true,
+		StoreDir:   s.dir,
+		MaxPayload: MaxPayload,
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("natstest: new server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return errors.New("natstest: server not ready within 10s")
+	}
+	s.srv = srv
+	return nil
+}
+
+// Stop shuts the server down; clients see a disconnect until Restart.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("natstest: pick a port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// BuildBinary compiles the nats-server main package of the required module
+// version into dir and returns the binary's path.
+func BuildBinary(dir string) (string, error) {
+	bin := filepath.Join(dir, "nats-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("natstest: go build nats-server: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Process is a nats-server running as a separate OS process.
+type Process struct {
+	bin, dir string
+	port     int
+	cmd      *exec.Cmd
+	done     chan struct{}
+}
+
+// StartProcess runs bin with JetStream storage under dir on a free port.
+func StartProcess(bin, dir string) (*Process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{bin: bin, dir: dir, port: port}
+	return p, p.Restart()
+}
+
+// URL is the client URL, stable across restarts.
+func (p *Process) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+// Restart starts the process again after Kill.
+func (p *Process) Restart() error {
+	if p.cmd != nil {
+		return errors.New("natstest: process already running")
+	}
+	conf := filepath.Join(p.dir, "nats.conf")
+	body := fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: %d\njetstream {\n  store_dir: %q\n}\n",
+		p.port, MaxPayload, filepath.Join(p.dir, "js"))
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("natstest: write config: %w", err)
+	}
+	cmd := exec.Command(p.bin, "-c", conf)
+	log, err := os.OpenFile(filepath.Join(p.dir, "nats-server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("natstest: open log: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("natstest: start nats-server: %w", err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
+	return p.waitReady(10 * time.Second)
+}
+
+func (p *Process) waitReady(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port)), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return errors.New("natstest: nats-server exited during start; see nats-server.log in " + p.dir)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("natstest: nats-server not listening within %s", d)
+}
+
+// Kill stops the process with SIGKILL (no graceful shutdown) and waits.
+func (p *Process) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.cmd = nil
+}
