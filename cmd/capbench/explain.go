@@ -12,7 +12,7 @@ import (
 )
 
 func newExplainCmd() *cobra.Command {
-	var captureDir, rolloutsPath, builderName string
+	var captureDir, rolloutsPath, builderName, storeURL string
 	var maskIncomplete bool
 	cmd := &cobra.Command{
 		Use:   "explain --capture-dir DIR ROLLOUT_ID",
@@ -25,8 +25,8 @@ delivery; without it, attribution has no response to work with. The rollout is
 frozen first (as Gym's consumer does); nothing is retired or rewritten.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if captureDir == "" {
-				return errors.New("--capture-dir is required")
+			if captureDir == "" && storeURL == "" {
+				return errors.New("--capture-dir (or --store) is required")
 			}
 			rolloutID := args[0]
 			if err := store.ValidateRolloutID(rolloutID); err != nil {
@@ -40,9 +40,9 @@ frozen first (as Gym's consumer does); nothing is retired or rewritten.`,
 				}
 				in = consumer.InputFromRollout(rec)
 			}
-			fs, err := store.NewFileStore(captureDir)
+			fs, err := openStore(cmd.Context(), captureDir, storeURL)
 			if err != nil {
-				return fmt.Errorf("--capture-dir: %w", err)
+				return err
 			}
 			defer fs.Close()
 			res, err := consumer.Consume(cmd.Context(), fs, rolloutID, in,
@@ -55,6 +55,7 @@ frozen first (as Gym's consumer does); nothing is retired or rewritten.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&captureDir, "capture-dir", "", "capture (file store) directory")
+	addStoreFlag(f, &storeURL)
 	f.StringVar(&rolloutsPath, "rollouts", "", "rollout records (JSONL) to take the verified response from")
 	f.StringVar(&builderName, "builder", consumer.BuilderPrefixMerging, "builder")
 	f.BoolVar(&maskIncomplete, "mask-incomplete-when-attributed", true, "mask incomplete snapshots even when the attributed chain was delivered")

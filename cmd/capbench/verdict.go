@@ -8,12 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/capture/consumer"
-	"github.com/capbench/capbench/capture/store"
 )
 
 func newVerdictCmd() *cobra.Command {
 	var (
 		captureDir, rolloutsPath, outPath, builderName string
+		storeURL                                       string
 		maskIncomplete                                 bool
 		maxMaskFraction                                float64
 		minSamples                                     int
@@ -35,8 +35,8 @@ capture directory (later writes to it are refused), exactly as Gym's consumer
 does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if captureDir == "" {
-				return errors.New("--capture-dir is required")
+			if captureDir == "" && storeURL == "" {
+				return errors.New("--capture-dir (or --store) is required")
 			}
 			if (rolloutsPath == "") != (outPath == "") {
 				return errors.New("--rollouts and --out go together")
@@ -54,9 +54,9 @@ does.`,
 				maxFraction = &maxMaskFraction
 			}
 			opts := consumer.Options{Builder: builderName, MaskIncompleteWhenAttributed: maskIncomplete}
-			fs, err := store.NewFileStore(captureDir)
+			fs, err := openStore(cmd.Context(), captureDir, storeURL)
 			if err != nil {
-				return fmt.Errorf("--capture-dir: %w", err)
+				return err
 			}
 			defer fs.Close()
 			if rolloutsPath == "" {
@@ -83,6 +83,7 @@ does.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&captureDir, "capture-dir", "", "capture (file store) directory")
+	addStoreFlag(f, &storeURL)
 	f.StringVar(&rolloutsPath, "rollouts", "", "finished rollout records to finalize (JSONL)")
 	f.StringVar(&outPath, "out", "", "where to write the finalized records (JSONL, created or truncated)")
 	f.StringVar(&builderName, "builder", consumer.BuilderPrefixMerging, "builder (only prefix_merging builds; others give masked failed builds)")
