@@ -175,6 +175,12 @@ func (p *Process) waitReady(d time.Duration) error {
 	return fmt.Errorf("natstest: nats-server not listening within %s", d)
 }
 
+// Dir is the process's working directory (config, storage, log).
+func (p *Process) Dir() string { return p.dir }
+
+// Running reports whether the process is up.
+func (p *Process) Running() bool { return p.cmd != nil }
+
 // Kill stops the process with SIGKILL (no graceful shutdown) and waits.
 func (p *Process) Kill() {
 	if p.cmd == nil {
