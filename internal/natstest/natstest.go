@@ -26,19 +26,31 @@ const MaxPayload = 8 << 20
 
 // Server is an in-process NATS server with JetStream.
 type Server struct {
-	mu   sync.Mutex
-	dir  string
-	port int
-	srv  *server.Server
+	mu         sync.Mutex
+	dir        string
+	port       int
+	syncAlways bool
+	srv        *server.Server
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// SyncAlways makes JetStream fsync every write before acknowledging it
+// (sync_interval: always), as the file store fsyncs every put. Without it
+// JetStream syncs every two minutes and relies on replicas for durability.
+func SyncAlways() Option { return func(s *Server) { s.syncAlways = true } }
+
 // Start runs a server with JetStream storage under dir on a free port.
-func Start(dir string) (*Server, error) {
+func Start(dir string, opts ...Option) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{dir: dir, port: port}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.Restart(); err != nil {
 		return nil, err
 	}
@@ -62,6 +74,7 @@ func (s *Server) Restart() error {
 		JetStream:  true,
 		StoreDir:   s.dir,
 		MaxPayload: MaxPayload,
+		SyncAlways: s.syncAlways,
 		NoLog:      true,
 		NoSigs:     true,
 	}
