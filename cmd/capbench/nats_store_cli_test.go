@@ -19,6 +19,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/capbench/capbench/deploy/k8s"
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/internal/natstest"
 	"github.com/capbench/capbench/scenarios"
@@ -188,6 +189,32 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 		Entry("no server there", []string{"verdict", "--store", "nats://127.0.0.1:1"}, "--store nats://127.0.0.1:1"),
 		Entry("a misspelt option", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "nats://127.0.0.1:4222?bukcet=x"}, `unknown option "bukcet"`),
 	)
+})
+
+var _ = Describe("the deploy/k8s manifests", func() {
+	It("run capbench containers with arguments this CLI accepts", func() {
+		objs, err := k8s.Objects()
+		Expect(err).NotTo(HaveOccurred())
+		n := 0
+		for _, o := range objs {
+			p, ok := k8s.PodSpec(o.Obj)
+			if !ok {
+				continue
+			}
+			for _, c := range p.Spec.Containers {
+				if !strings.HasPrefix(c.Image, "capbench:") {
+					continue
+				}
+				n++
+				sub, rest, err := newRootCmd().Find(c.Args)
+				Expect(err).NotTo(HaveOccurred(), "%s: %v", o.Name, c.Args)
+				Expect(sub.Name()).NotTo(Equal("capbench"), "%s names no subcommand", o.Name)
+				Expect(sub.ParseFlags(rest)).To(Succeed(), "%s: %v", o.Name, c.Args)
+				Expect(sub.ValidateArgs(sub.Flags().Args())).To(Succeed(), "%s: %v", o.Name, c.Args)
+			}
+		}
+		Expect(n).To(Equal(3))
+	})
 })
 
 // servedID matches the ids minted at random per call: the fake's item, tool

@@ -76,8 +76,9 @@ var benchBackends = []benchBackend{
 // BenchmarkPut measures puts/s of the file store and the NATS store (an
 // in-process server on loopback, with JetStream's default sync and with
 // sync_interval: always) side by side in one run: writers goroutines each
-// fill their own rollout through one shared client, as the calls of
-// concurrent sessions reach one proxy.
+// fill rollouts of calls=N records through one shared client, as the calls
+// of concurrent sessions reach one proxy. The NATS store rewrites the
+// rollout's index on every put, so its cost grows with calls per rollout.
 //
 //	go test ./capture/store/natsstore -run '^$' -bench BenchmarkPut -benchtime 2s
 func BenchmarkPut(b *testing.B) {
@@ -89,17 +90,20 @@ func BenchmarkPut(b *testing.B) {
 		{"32k-tokens", 30000, 2768}, // a 32k-token call, about 0.6 MB
 	}
 	for _, size := range sizes {
-		for _, writers := range []int{1, 16} {
+		for _, shape := range []struct{ writers, calls int }{{1, 50}, {16, 50}, {16, 500}} {
+			if size.name != "small" && shape.calls > 50 {
+				continue
+			}
 			for _, be := range benchBackends {
-				b.Run(fmt.Sprintf("record=%s/writers=%d/store=%s", size.name, writers, be.name), func(b *testing.B) {
-					benchPut(b, be, writers, size.prompt, size.gen)
+				b.Run(fmt.Sprintf("record=%s/writers=%d/calls=%d/store=%s", size.name, shape.writers, shape.calls, be.name), func(b *testing.B) {
+					benchPut(b, be, shape.writers, shape.calls, size.prompt, size.gen)
 				})
 			}
 		}
 	}
 }
 
-func benchPut(b *testing.B, be benchBackend, writers, prompt, gen int) {
+func benchPut(b *testing.B, be benchBackend, writers, calls, prompt, gen int) {
 	s := be.open(b)
 	ctx := context.Background()
 	proto := benchRecord(b, "bench", "call", prompt, gen)
@@ -112,7 +116,7 @@ func benchPut(b *testing.B, be benchBackend, writers, prompt, gen int) {
 	for i := range b.N {
 		w := i % writers
 		e := proto.Clone()
-		e.RolloutID = fmt.Sprintf("bench-%s-%d-w%d", be.name, b.N, w)
+		e.RolloutID = fmt.Sprintf("bench-%s-%d-w%d-r%d", be.name, b.N, w, len(work[w])/calls)
 		e.ModelCallID = fmt.Sprintf("call-%07d", i)
 		work[w] = append(work[w], e)
 	}
