@@ -86,7 +86,7 @@ func BenchmarkPut(b *testing.B) {
 		name        string
 		prompt, gen int
 	}{
-		{"small", 200, 48},         // about 2 KB
+		{"small", 200, 48},          // about 2 KB
 		{"32k-tokens", 30000, 2768}, // a 32k-token call, about 0.6 MB
 	}
 	for _, size := range sizes {
