@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -139,6 +140,9 @@ func streamChat(ctx context.Context, proxyURL, rollout, question string, during 
 var _ = Describe("NATS store faults through capture proxy processes", Label("nats", "faults"), Serial, func() {
 	var srv *natstest.Server
 	BeforeEach(func() {
+		if testing.Short() {
+			Skip("-short: fault runs take seconds each")
+		}
 		var err error
 		srv, err = natstest.Start(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())

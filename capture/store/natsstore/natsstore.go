@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -151,6 +152,9 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
+
+	cacheMu sync.Mutex
+	cache   map[string]loaded // states this client last wrote
 }
 
 // Open connects and creates the stream and the bucket when missing (an

@@ -77,9 +77,19 @@ func (s *Store) Put(ctx context.Context, e *record.Entry) error {
 
 func (s *Store) putOnce(ctx context.Context, id, callID string, canonical []byte, digest string) error {
 	for {
-		l, err := s.load(ctx, id)
-		if err != nil {
-			return err
+		l, fresh := s.cached(id)
+		if !fresh {
+			var err error
+			if l, err = s.load(ctx, id); err != nil {
+				return err
+			}
+		}
+		_, exists := l.st.EntryDigests[callID]
+		if fresh && (exists || lifecycleErr(id, l.st) != nil) {
+			// Only a write may rest on a cached state (its compare-and-set
+			// catches staleness); an answer without one needs a fresh read.
+			s.forget(id)
+			continue
 		}
 		if err := lifecycleErr(id, l.st); err != nil {
 			return err
@@ -104,15 +114,21 @@ func (s *Store) putOnce(ctx context.Context, id, callID string, canonical []byte
 		if stored != digest {
 			// Another writer stored a different payload under this call id
 			// inside the duplicate window.
+			s.forget(id)
 			return s.conflict(ctx, id, callID)
 		}
 		l.st.EntryDigests[callID] = digest
 		l.st.Version++
-		if _, err := s.save(ctx, id, l); errors.Is(err, errStale) {
+		rev, err := s.save(ctx, id, l)
+		if errors.Is(err, errStale) {
+			s.forget(id)
 			continue // decide again on the new state; a re-publish is deduplicated
-		} else if err != nil {
+		}
+		if err != nil {
+			s.forget(id)
 			return err
 		}
+		s.remember(id, loaded{st: l.st, rev: rev})
 		return nil
 	}
 }
@@ -338,6 +354,7 @@ func (s *Store) Drop(ctx context.Context, rolloutID, snapshotID string, version 
 			return nil
 		}
 	})
+	s.forget(rolloutID)
 	if err != nil || !dropped {
 		return false, err
 	}
@@ -360,6 +377,7 @@ func (s *Store) Delete(ctx context.Context, rolloutID string) error {
 	if err := store.ValidateRolloutID(rolloutID); err != nil {
 		return err
 	}
+	s.forget(rolloutID)
 	err := s.retry(ctx, "delete", func(ctx context.Context) error {
 		if err := s.kv.Purge(ctx, token(rolloutID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("natsstore: delete state of %s: %w", rolloutID, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,6 +25,9 @@ var (
 )
 
 func serverProcess() *natstest.Process {
+	if testing.Short() {
+		Skip("-short: no nats-server process (it is built with go build first)")
+	}
 	processOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "natsstore-process-")
 		if err != nil {

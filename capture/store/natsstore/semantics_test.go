@@ -209,6 +209,26 @@ var _ = Describe("the NATS store", func() {
 		Expect(snap.Version).To(Equal(2))
 	})
 
+	It("never answers from a state another client has changed since", func(ctx SpecContext) {
+		id := rolloutName("stale-writer")
+		Expect(s.Delete(ctx, id)).To(Succeed())
+		other := open(ctx, embedded.URL())
+		Expect(s.Put(ctx, entry(id, "call-1", 0, 0))).To(Succeed())
+		snap, err := other.Freeze(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Put(ctx, entry(id, "call-2", 0, 0))).To(MatchError(store.ErrFrozen))
+		ok, err := other.Drop(ctx, id, snap.SnapshotID, snap.Version)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		Expect(s.Put(ctx, entry(id, "call-1", 0, 0))).To(MatchError(store.ErrRetired), "an identical re-put of a retired rollout")
+		Expect(other.Delete(ctx, id)).To(Succeed())
+		Expect(s.Put(ctx, entry(id, "call-1", 0, 0))).To(Succeed(), "the id starts over after a delete")
+		got, err := other.Freeze(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Entries).To(HaveLen(1))
+		Expect(got.Version).To(Equal(2))
+	})
+
 	It("commits every put of three clients writing one rollout at once", func(ctx SpecContext) {
 		id := rolloutName("three-writers")
 		Expect(s.Delete(ctx, id)).To(Succeed())

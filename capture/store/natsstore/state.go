@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -152,4 +153,37 @@ func lifecycleErr(id string, st *rolloutState) error {
 		return fmt.Errorf("store: rollout %s: %w", id, store.ErrFrozen)
 	}
 	return nil
+}
+
+// maxCached bounds the per-client cache of rollout states.
+const maxCached = 4096
+
+// cached returns a copy of the state this client last wrote for id, if any.
+// A put starts from it to save a read; its compare-and-set fails if another
+// client changed the rollout since.
+func (s *Store) cached(id string) (loaded, bool) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	l, ok := s.cache[id]
+	if !ok {
+		return loaded{}, false
+	}
+	st := *l.st
+	st.EntryDigests = maps.Clone(l.st.EntryDigests)
+	return loaded{st: &st, rev: l.rev}, true
+}
+
+func (s *Store) remember(id string, l loaded) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.cache == nil || len(s.cache) >= maxCached {
+		s.cache = map[string]loaded{}
+	}
+	s.cache[id] = l
+}
+
+func (s *Store) forget(id string) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	delete(s.cache, id)
 }
