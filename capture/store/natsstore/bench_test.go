@@ -86,8 +86,8 @@ func BenchmarkPut(b *testing.B) {
 		name        string
 		prompt, gen int
 	}{
-		{"small", 200, 48},          // about 2 KB
-		{"32k-tokens", 30000, 2768}, // a 32k-token call, about 0.6 MB
+		{"small", 200, 48},          // about 3.4 KB
+		{"32k-tokens", 30000, 2768}, // a 32k-token call, about 0.29 MB
 	}
 	for _, size := range sizes {
 		for _, shape := range []struct{ writers, calls int }{{1, 50}, {16, 50}, {16, 500}} {

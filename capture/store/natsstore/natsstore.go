@@ -252,11 +252,22 @@ var errTooLarge = errors.New("record larger than the server's max_payload")
 // every operation here is by construction (message ids, digest index,
 // revision checks).
 func (s *Store) retry(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	return s.retryEach(ctx, op, attemptTimeout, f)
+}
+
+// retryReads is retry for operations that read a whole rollout (freeze,
+// read): one attempt may take the whole budget, as a large rollout takes
+// long to stream.
+func (s *Store) retryReads(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	return s.retryEach(ctx, op, s.opts.OpTimeout, f)
+}
+
+func (s *Store) retryEach(ctx context.Context, op string, each time.Duration, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, acancel := context.WithTimeout(ctx, each)
 		err := f(actx)
 		acancel()
 		if err == nil || permanent(err) {

@@ -262,7 +262,7 @@ func (s *Store) Freeze(ctx context.Context, rolloutID string) (*store.Snapshot, 
 		return nil, err
 	}
 	var snap *store.Snapshot
-	err := s.retry(ctx, "freeze", func(ctx context.Context) error {
+	err := s.retryReads(ctx, "freeze", func(ctx context.Context) error {
 		st, err := s.update(ctx, rolloutID, func(st *rolloutState) (bool, error) {
 			if st.Retired {
 				return false, fmt.Errorf("store: rollout %s: %w", rolloutID, store.ErrRetired)
@@ -396,7 +396,7 @@ func (s *Store) ReadEntries(ctx context.Context, rolloutID string) ([]*record.En
 		return nil, err
 	}
 	var entries []*record.Entry
-	err := s.retry(ctx, "read", func(ctx context.Context) error {
+	err := s.retryReads(ctx, "read", func(ctx context.Context) error {
 		l, err := s.load(ctx, rolloutID)
 		if err != nil {
 			return err
@@ -516,7 +516,7 @@ func (s *Store) scan(ctx context.Context, subjects []string, fn func(jetstream.M
 	}()
 	remaining := info.NumPending
 	for remaining > 0 {
-		batch, err := cons.Fetch(int(min(remaining, 64)), jetstream.FetchMaxWait(attemptTimeout))
+		batch, err := cons.Fetch(int(min(remaining, 32)), jetstream.FetchMaxWait(attemptTimeout))
 		if err != nil {
 			return fmt.Errorf("natsstore: fetch: %w", err)
 		}
