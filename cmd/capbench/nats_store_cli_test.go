@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -178,6 +179,16 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 		Entry("a compaction that starts a new root", SpecTimeout(time.Minute), "compaction-new-root"),
 	)
 
+	It("reads a directory named as a file:// store like --capture-dir", func(ctx SpecContext) {
+		dir := filepath.Join(copyFixture("gym-consumer/03-retry-middle"), "capture")
+		byURL, err := capbench(ctx, "verdict", "--store", "file://"+dir)
+		Expect(err).NotTo(HaveOccurred())
+		byDir, err := capbench(ctx, "verdict", "--capture-dir", dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(byURL).To(ContainSubstring(`"rollout_id":"3-0"`))
+		Expect(byURL).To(Equal(byDir))
+	})
+
 	DescribeTable("refuses store flags that cannot work, saying what to write",
 		func(ctx SpecContext, args []string, want string) {
 			_, err := capbench(ctx, args...)
@@ -185,6 +196,7 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 		},
 		Entry("both a directory and a URL", []string{"verdict", "--capture-dir", ".", "--store", "nats://127.0.0.1:1"}, "give one of them"),
 		Entry("an unknown scheme", []string{"verdict", "--store", "redis://127.0.0.1:6379"}, `unknown scheme "redis"`),
+		Entry("a relative file URL", []string{"verdict", "--store", "file://capture"}, "want file:///absolute/dir"),
 		Entry("a bare path", []string{"explain", "--store", "/tmp/capture", "r1"}, "use --capture-dir DIR"),
 		Entry("no server there", []string{"verdict", "--store", "nats://127.0.0.1:1"}, "--store nats://127.0.0.1:1"),
 		Entry("a misspelt option", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "nats://127.0.0.1:4222?bukcet=x"}, `unknown option "bukcet"`),
