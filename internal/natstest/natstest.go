@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ type Server struct {
 	port       int
 	syncAlways bool
 	srv        *server.Server
+	// Cluster members only.
+	name, routes string
+	clusterPort  int
 }
 
 // Option configures a Server.
@@ -68,8 +72,12 @@ func (s *Server) Restart() error {
 	if s.srv != nil {
 		return errors.New("natstest: server already running")
 	}
+	name := s.name
+	if name == "" {
+		name = "capbench-test"
+	}
 	opts := &server.Options{
-		ServerName: "capbench-test",
+		ServerName: name,
 		Host:       "127.0.0.1",
 		Port:       s.port,
 		JetStream:  true,
@@ -78,6 +86,10 @@ func (s *Server) Restart() error {
 		SyncAlways: s.syncAlways,
 		NoLog:      true,
 		NoSigs:     true,
+	}
+	if s.routes != "" {
+		opts.Cluster = server.ClusterOpts{Name: "capbench-test", Host: "127.0.0.1", Port: s.clusterPort}
+		opts.Routes = server.RoutesFromStr(s.routes)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -203,4 +215,67 @@ func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	p.cmd = nil
+}
+
+// Cluster is an in-process cluster of JetStream servers routed to each
+// other on 127.0.0.1, as deploy/k8s runs three.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// StartCluster runs n routed servers with storage under dir/n<i>.
+func StartCluster(dir string, n int) (*Cluster, error) {
+	c := &Cluster{}
+	clusterPorts := make([]int, n)
+	var routes []string
+	for i := range n {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		clusterPorts[i] = p
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	for i := range n {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, &Server{
+			dir: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: port,
+			name: fmt.Sprintf("n%d", i), clusterPort: clusterPorts[i], routes: strings.Join(routes, ","),
+		})
+	}
+	// Start all before waiting: JetStream needs a quorum to be ready.
+	errs := make(chan error, n)
+	for _, s := range c.Nodes {
+		go func() { errs <- s.Restart() }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		c.Stop()
+		return nil, first
+	}
+	return c, nil
+}
+
+// URL lists every node as a store URL does: nats://host:port,host:port,...
+func (c *Cluster) URL() string {
+	var hosts []string
+	for _, s := range c.Nodes {
+		hosts = append(hosts, strings.TrimPrefix(s.URL(), "nats://"))
+	}
+	return "nats://" + strings.Join(hosts, ",")
+}
+
+// Stop shuts every node down.
+func (c *Cluster) Stop() {
+	for _, s := range c.Nodes {
+		s.Stop()
+	}
 }

@@ -28,6 +28,12 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(embedded.Stop)
 })
 
+// The servers some specs start on first use stop with the suite.
+var _ = AfterSuite(func() {
+	stopProcess()
+	stopCluster()
+})
+
 // open connects a fresh client to url with opts' names filled in.
 func open(ctx context.Context, url string) *natsstore.Store {
 	o, err := natsstore.ParseURL(url)

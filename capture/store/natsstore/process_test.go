@@ -45,12 +45,12 @@ func serverProcess() *natstest.Process {
 	return process
 }
 
-var _ = AfterSuite(func() {
+func stopProcess() {
 	if process != nil {
 		process.Kill()
 		_ = os.RemoveAll(process.Dir())
 	}
-})
+}
 
 var _ = Describe("against a separate nats-server process", Label("e2e"), func() {
 	BeforeEach(func() { serverProcess() })

@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -77,22 +78,68 @@ type loaded struct {
 }
 
 func (s *Store) load(ctx context.Context, rolloutID string) (loaded, error) {
-	e, err := s.kv.Get(ctx, token(rolloutID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return loaded{st: newState()}, nil
-	}
+	data, rev, err := s.getState(ctx, token(rolloutID))
 	if err != nil {
 		return loaded{}, fmt.Errorf("natsstore: read state of %s: %w", rolloutID, err)
 	}
+	if rev == 0 {
+		return loaded{st: newState()}, nil
+	}
 	st := &rolloutState{}
-	if err := json.Unmarshal(e.Value(), st); err != nil || st.Epoch == "" {
+	if err := json.Unmarshal(data, st); err != nil || st.Epoch == "" {
 		return loaded{}, fmt.Errorf("%w: state of %s in bucket %s is not a capbench state", store.ErrCorrupt, rolloutID, s.opts.Bucket)
 	}
 	if st.EntryDigests == nil {
 		st.EntryDigests = map[string]string{}
 	}
-	return loaded{st: st, rev: e.Revision()}, nil
+	return loaded{st: st, rev: rev}, nil
 }
+
+// getState reads the key's latest value through the stream leader
+// (STREAM.MSG.GET), not KV's direct get, which on a replicated bucket any
+// replica may answer from behind: a client must read what another client's
+// acknowledged write left. rev 0 means no value (absent, deleted or purged).
+func (s *Store) getState(ctx context.Context, key string) ([]byte, uint64, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + s.opts.Bucket + "." + key})
+	if err != nil {
+		return nil, 0, err
+	}
+	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.opts.Bucket, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("decode reply: %w", err)
+	}
+	if e := resp.Error; e != nil {
+		if e.ErrCode == noMessageFound {
+			return nil, 0, nil
+		}
+		return nil, 0, &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
+	}
+	if resp.Message == nil {
+		return nil, 0, errors.New("empty reply")
+	}
+	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation:")) {
+		return nil, 0, nil // a delete or purge marker
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
+}
+
+// noMessageFound is JetStream's "no message found" error code.
+const noMessageFound = 10037
 
 // errStale is a lost compare-and-set: reload and decide again.
 var errStale = errors.New("natsstore: state changed concurrently")
