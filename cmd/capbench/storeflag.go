@@ -52,7 +52,7 @@ func openStore(ctx context.Context, captureDir, storeURL string) (captureStore, 
 		}
 		s, err := natsstore.Open(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("--store %s: %w", storeURL, err)
+			return nil, fmt.Errorf("--store %s: %w", natsstore.Redacted(storeURL), err)
 		}
 		return s, nil
 	case ok && scheme == "file":

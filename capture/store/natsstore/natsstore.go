@@ -66,51 +66,61 @@ type Options struct {
 func ParseURL(raw string) (Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Options{}, fmt.Errorf("natsstore: store URL %q: %w", raw, err)
+		return Options{}, fmt.Errorf("natsstore: store URL %q does not parse; want nats://host:port", Redacted(raw))
 	}
+	shown := u.Redacted()
 	if u.Scheme != "nats" {
-		return Options{}, fmt.Errorf("natsstore: store URL %q: scheme %q, want nats://host:port", raw, u.Scheme)
+		return Options{}, fmt.Errorf("natsstore: store URL %q: scheme %q, want nats://host:port", shown, u.Scheme)
 	}
 	if u.Host == "" {
-		return Options{}, fmt.Errorf("natsstore: store URL %q has no host; want nats://host:port", raw)
+		return Options{}, fmt.Errorf("natsstore: store URL %q has no host; want nats://host:port", shown)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return Options{}, fmt.Errorf("natsstore: store URL %q: unexpected path %q; options go in the query (?stream=...&bucket=...)", raw, u.Path)
+		return Options{}, fmt.Errorf("natsstore: store URL %q: unexpected path %q; options go in the query (?stream=...&bucket=...)", shown, u.Path)
+	}
+	creds := ""
+	if u.User != nil {
+		creds = u.User.String() + "@" // every server of the list gets them
 	}
 	var servers []string
 	for _, h := range strings.Split(u.Host, ",") {
-		servers = append(servers, "nats://"+h)
+		servers = append(servers, "nats://"+creds+h)
 	}
 	o := Options{URL: strings.Join(servers, ",")}
-	if u.User != nil {
-		// Credentials stay in the URL nats.go dials.
-		o.URL = "nats://" + u.User.String() + "@" + strings.TrimPrefix(servers[0], "nats://")
-		if len(servers) > 1 {
-			o.URL += "," + strings.Join(servers[1:], ",")
-		}
-	}
 	q := u.Query()
 	for k := range q {
 		switch k {
 		case "stream", "bucket", "prefix", "replicas", "op_timeout", "duplicates", "name":
 		default:
-			return Options{}, fmt.Errorf("natsstore: store URL %q: unknown option %q (known: stream, bucket, prefix, replicas, duplicates, op_timeout, name)", raw, k)
+			return Options{}, fmt.Errorf("natsstore: store URL %q: unknown option %q (known: stream, bucket, prefix, replicas, duplicates, op_timeout, name)", shown, k)
 		}
 	}
 	o.Stream, o.Bucket, o.Prefix, o.Name = q.Get("stream"), q.Get("bucket"), q.Get("prefix"), q.Get("name")
 	if v := q.Get("replicas"); v != "" {
 		if o.Replicas, err = strconv.Atoi(v); err != nil || o.Replicas < 1 {
-			return Options{}, fmt.Errorf("natsstore: store URL %q: replicas=%q, want a positive integer", raw, v)
+			return Options{}, fmt.Errorf("natsstore: store URL %q: replicas=%q, want a positive integer", shown, v)
 		}
 	}
 	for key, dst := range map[string]*time.Duration{"op_timeout": &o.OpTimeout, "duplicates": &o.Duplicates} {
 		if v := q.Get(key); v != "" {
 			if *dst, err = time.ParseDuration(v); err != nil || *dst <= 0 {
-				return Options{}, fmt.Errorf("natsstore: store URL %q: %s=%q, want a positive duration such as 30s", raw, key, v)
+				return Options{}, fmt.Errorf("natsstore: store URL %q: %s=%q, want a positive duration such as 30s", shown, key, v)
 			}
 		}
 	}
 	return o, nil
+}
+
+// Redacted is raw with any password replaced by "xxxxx", for messages.
+func Redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "nats://xxxxx" + raw[i:]
+		}
+		return raw
+	}
+	return u.Redacted()
 }
 
 func (o *Options) fill() error {
@@ -171,7 +181,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		nats.Timeout(attemptTimeout),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("natsstore: connect %s: %w", o.URL, err)
+		return nil, fmt.Errorf("natsstore: connect %s: %w", redactList(o.URL), err)
 	}
 	s := &Store{opts: o, nc: nc}
 	if err := s.setup(ctx); err != nil {
@@ -283,4 +293,13 @@ func (s *Store) retryEach(ctx context.Context, op string, each time.Duration, f 
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// redactList redacts each URL of a comma-separated server list.
+func redactList(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		parts[i] = Redacted(p)
+	}
+	return strings.Join(parts, ",")
 }

@@ -298,6 +298,7 @@ var _ = Describe("store URLs", func() {
 			Expect(got).To(Equal(want))
 		},
 		Entry("one server", "nats://127.0.0.1:4222", natsstore.Options{URL: "nats://127.0.0.1:4222"}),
+		Entry("credentials", "nats://capture:s3cret@n1:4222,n2:4222", natsstore.Options{URL: "nats://capture:s3cret@n1:4222,nats://capture:s3cret@n2:4222"}),
 		Entry("a cluster with names", "nats://n1:4222,n2:4222/?stream=S&bucket=b&prefix=x.y&replicas=3",
 			natsstore.Options{URL: "nats://n1:4222,nats://n2:4222", Stream: "S", Bucket: "b", Prefix: "x.y", Replicas: 3}),
 	)
@@ -313,6 +314,16 @@ var _ = Describe("store URLs", func() {
 		Entry("bad replicas", "nats://h:4222?replicas=0", "positive integer"),
 		Entry("bad timeout", "nats://h:4222?op_timeout=soon", "positive duration"),
 	)
+	It("never shows a password in its messages", func(ctx SpecContext) {
+		_, err := natsstore.ParseURL("nats://capture:s3cret@h:4222?replicas=x")
+		Expect(err).To(MatchError(ContainSubstring("replicas")))
+		Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
+		_, err = natsstore.Open(ctx, natsstore.Options{URL: "nats://capture:s3cret@127.0.0.1:1"})
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
+		Expect(err.Error()).To(ContainSubstring("127.0.0.1:1"))
+	})
+
 	It("fails to open against no server, naming the address", func(ctx SpecContext) {
 		_, err := natsstore.Open(ctx, natsstore.Options{URL: "nats://127.0.0.1:1"})
 		Expect(err).To(MatchError(ContainSubstring("127.0.0.1:1")))
