@@ -244,7 +244,7 @@ func permanent(err error) bool {
 	for _, e := range []error{
 		store.ErrFrozen, store.ErrRetired, store.ErrConflict, store.ErrInvalidRolloutID,
 		store.ErrInvalidCallID, store.ErrCorrupt, errTooLarge, nats.ErrConnectionClosed,
-		nats.ErrMaxPayload, nats.ErrBadSubject, jetstream.ErrStreamNotFound,
+		nats.ErrMaxPayload, nats.ErrBadSubject,
 	} {
 		if errors.Is(err, e) {
 			return true
