@@ -197,6 +197,21 @@ var _ = Describe("NATS store faults through capture proxy processes", Label("nat
 		Entry("control: not killed", SpecTimeout(time.Minute), false),
 	)
 
+	It("marks the rollout incomplete when the store is gone longer than the budget while a call generates", SpecTimeout(time.Minute), func(ctx SpecContext) {
+		upstream := slowFake(ctx)
+		p := startProxyProcess(upstream, "--store", srv.URL()+"?op_timeout=1s")
+		rollout := "partitioned"
+		Expect(streamChat(ctx, p.url, rollout, "What is the weather in Paris?", nil)).To(BeTrue())
+		answered := streamChat(ctx, p.url, rollout, "And in Rome?", srv.Stop)
+		Expect(srv.Restart()).To(Succeed())
+		entries, incomplete := freeze(ctx, rollout)
+		rep := fmt.Sprintf("second call answered %t; stored %d of 2; incomplete %t", answered, entries, incomplete)
+		AddReportEntry("nats partition through a proxy", rep)
+		fmt.Fprintln(GinkgoWriter, rep)
+		Expect(entries).To(Equal(1), "the call before the outage is stored, the one during it is not")
+		Expect(incomplete).To(BeTrue(), "a call whose record could not be stored leaves the rollout incomplete")
+	})
+
 	It("keeps every answered call through a NATS server restart mid-load", SpecTimeout(2*time.Minute), func(ctx SpecContext) {
 		upstream := slowFake(ctx)
 		var proxies []*proxyProcess
