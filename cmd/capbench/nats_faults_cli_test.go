@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,10 +107,45 @@ func slowFake(ctx context.Context) string {
 	return fake.URL()
 }
 
+// tapUpstream puts a pass-through in front of upstream that reports each
+// chat generation it forwards: the proxy sends one only after its call
+// intent is stored, so a fault injected then hits a call in flight.
+func tapUpstream(upstream string) (string, <-chan struct{}) {
+	target, err := url.Parse(upstream)
+	Expect(err).NotTo(HaveOccurred())
+	arrived := make(chan struct{}, 16)
+	rp := &httputil.ReverseProxy{
+		FlushInterval: -1,
+		Rewrite: func(r *httputil.ProxyRequest) {
+			if r.In.URL.Path == "/v1/chat/completions" {
+				select {
+				case arrived <- struct{}{}:
+				default:
+				}
+			}
+			r.SetURL(target)
+		},
+	}
+	srv := httptest.NewServer(rp)
+	DeferCleanup(srv.Close)
+	return srv.URL, arrived
+}
+
+// once returns f run after the next generation arrives (or 10 s).
+func once(arrived <-chan struct{}, f func()) func() {
+	return func() {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+		}
+		f()
+	}
+}
+
 // streamChat sends one streamed chat call of the rollout; during, if set,
-// runs half a second in, while the upstream generates (the proxy asks vLLM
-// for the complete reply and stores the record before it answers). It
-// returns whether the stream ended with [DONE].
+// runs alongside it (the proxy asks vLLM for the complete reply and stores
+// the record before it answers). It returns whether the stream ended with
+// [DONE].
 func streamChat(ctx context.Context, proxyURL, rollout, question string, during func()) bool {
 	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":%q}]}`, scenarios.DefaultModel, question)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
@@ -115,8 +153,9 @@ func streamChat(ctx context.Context, proxyURL, rollout, question string, during 
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Content-Type", "application/json")
 	if during != nil {
-		timer := time.AfterFunc(500*time.Millisecond, during)
-		defer timer.Stop()
+		done := make(chan struct{})
+		go func() { during(); close(done) }()
+		defer func() { <-done }()
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -162,14 +201,15 @@ var _ = Describe("NATS store faults through capture proxy processes", Label("nat
 
 	DescribeTable("a proxy killed mid-call leaves the rollout incomplete, and the answered call stored",
 		func(ctx SpecContext, kill bool) {
-			upstream := slowFake(ctx)
+			upstream, arrived := tapUpstream(slowFake(ctx))
 			a := startProxyProcess(upstream, "--store", srv.URL())
 			b := startProxyProcess(upstream, "--store", srv.URL())
 			rollout := fmt.Sprintf("killed-%t", kill)
 			Expect(streamChat(ctx, a.url, rollout, "What is the weather in Paris?", nil)).To(BeTrue())
+			Eventually(arrived).Should(Receive())
 			var during func()
 			if kill {
-				during = b.kill
+				during = once(arrived, b.kill)
 			}
 			answered := streamChat(ctx, b.url, rollout, "And in Rome?", during)
 			Expect(answered).To(Equal(!kill))
@@ -198,11 +238,12 @@ var _ = Describe("NATS store faults through capture proxy processes", Label("nat
 	)
 
 	It("marks the rollout incomplete when the store is gone longer than the budget while a call generates", SpecTimeout(time.Minute), func(ctx SpecContext) {
-		upstream := slowFake(ctx)
+		upstream, arrived := tapUpstream(slowFake(ctx))
 		p := startProxyProcess(upstream, "--store", srv.URL()+"?op_timeout=1s")
 		rollout := "partitioned"
 		Expect(streamChat(ctx, p.url, rollout, "What is the weather in Paris?", nil)).To(BeTrue())
-		answered := streamChat(ctx, p.url, rollout, "And in Rome?", srv.Stop)
+		Eventually(arrived).Should(Receive())
+		answered := streamChat(ctx, p.url, rollout, "And in Rome?", once(arrived, srv.Stop))
 		Expect(srv.Restart()).To(Succeed())
 		entries, incomplete := freeze(ctx, rollout)
 		rep := fmt.Sprintf("second call answered %t; stored %d of 2; incomplete %t", answered, entries, incomplete)
