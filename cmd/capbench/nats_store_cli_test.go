@@ -139,7 +139,7 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 	})
 
 	DescribeTable("three proxies on one stream give the file store's verdict for the same traffic",
-		func(ctx SpecContext, name string) {
+		func(ctx SpecContext, name string, everyProxyCaptures bool) {
 			sc, err := scenarios.Lookup(name)
 			Expect(err).NotTo(HaveOccurred())
 			rollout := "spread-" + strings.ReplaceAll(name, "/", "-")
@@ -161,9 +161,17 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 			}
 			front, counts := roundRobin(proxies)
 			runAgent(ctx, sc, front, rollout)
+			capturing := 0
 			for i, p := range proxies {
 				Expect(counts[i].Load()).To(BeNumerically(">=", 1), "proxy %d served no model call", i)
-				Expect(capturedCalls(p)).To(BeNumerically(">=", 1), "proxy %d captured no call", i)
+				if capturedCalls(p) > 0 {
+					capturing++
+				}
+			}
+			if everyProxyCaptures {
+				Expect(capturing).To(Equal(3), "every proxy captures a call of the rollout")
+			} else {
+				Expect(capturing).To(BeNumerically(">=", 2), "the records come from more than one proxy")
 			}
 			got, err := capbench(ctx, "verdict", "--store", natsURL)
 			Expect(err).NotTo(HaveOccurred())
@@ -174,9 +182,11 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 			Expect(normalizeIDs(got)).To(Equal(normalizeIDs(want)))
 			Expect(normalizeIDs(gotExplain)).To(Equal(normalizeIDs(wantExplain)))
 		},
-		Entry("Claude Code with two tool turns (streamed)", SpecTimeout(time.Minute), "claude-code-hermes-tools"),
-		Entry("a retried middle call", SpecTimeout(time.Minute), "retry-middle-call/stream"),
-		Entry("a compaction that starts a new root", SpecTimeout(time.Minute), "compaction-new-root"),
+		Entry("Claude Code with two tool turns (streamed)", SpecTimeout(time.Minute), "claude-code-hermes-tools", true),
+		Entry("a retried middle call", SpecTimeout(time.Minute), "retry-middle-call/stream", true),
+		Entry("a compaction that starts a new root", SpecTimeout(time.Minute), "compaction-new-root", true),
+		Entry("a call lost upstream after its intent (incomplete)", SpecTimeout(time.Minute), "lost-call", false),
+		Entry("a reply without token ids, marked incomplete", SpecTimeout(time.Minute), "no-token-ids", false),
 	)
 
 	It("reads a directory named as a file:// store like --capture-dir", func(ctx SpecContext) {
