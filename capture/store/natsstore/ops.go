@@ -77,15 +77,15 @@ func (s *Store) Put(ctx context.Context, e *record.Entry) error {
 
 func (s *Store) putOnce(ctx context.Context, id, callID string, canonical []byte, digest string) error {
 	for {
-		l, fresh := s.cached(id)
-		if !fresh {
+		l, fromCache := s.cached(id)
+		if !fromCache {
 			var err error
 			if l, err = s.load(ctx, id); err != nil {
 				return err
 			}
 		}
 		_, exists := l.st.EntryDigests[callID]
-		if fresh && (exists || lifecycleErr(id, l.st) != nil) {
+		if fromCache && (exists || lifecycleErr(id, l.st) != nil) {
 			// Only a write may rest on a cached state (its compare-and-set
 			// catches staleness); an answer without one needs a fresh read.
 			s.forget(id)
