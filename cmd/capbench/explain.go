@@ -12,7 +12,7 @@ import (
 )
 
 func newExplainCmd() *cobra.Command {
-	var captureDir, rolloutsPath, builderName string
+	var captureDir, rolloutsPath, builderName, storeURL string
 	var maskIncomplete bool
 	cmd := &cobra.Command{
 		Use:   "explain --capture-dir DIR ROLLOUT_ID",
@@ -31,8 +31,8 @@ record's response.output is the rebuilt output, so it is reported as
 finalized instead of being judged again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if captureDir == "" {
-				return errors.New("--capture-dir is required")
+			if captureDir == "" && storeURL == "" {
+				return errors.New("--capture-dir (or --store) is required")
 			}
 			if err := consumer.ValidateBuilder(builderName); err != nil {
 				return fmt.Errorf("--builder: %w", err)
@@ -41,10 +41,11 @@ finalized instead of being judged again.`,
 			if err := store.ValidateRolloutID(rolloutID); err != nil {
 				return err
 			}
-			ro, err := store.OpenReadOnly(captureDir)
+			ro, err := openLooker(cmd.Context(), captureDir, storeURL)
 			if err != nil {
-				return fmt.Errorf("--capture-dir: %w", err)
+				return err
 			}
+			defer ro.Close()
 			in := consumer.Input{}
 			if rolloutsPath != "" {
 				rec, err := findRollout(rolloutsPath, rolloutID)
@@ -70,6 +71,7 @@ finalized instead of being judged again.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&captureDir, "capture-dir", "", "capture (file store) directory; must exist")
+	addStoreFlag(f, &storeURL)
 	f.StringVar(&rolloutsPath, "rollouts", "", "rollout records (JSONL, before finalization) to take the verified response from")
 	f.StringVar(&builderName, "builder", consumer.BuilderPrefixMerging, "builder: prefix_merging, or per_request (refused with Gym's message)")
 	f.BoolVar(&maskIncomplete, "mask-incomplete-when-attributed", true, "mask incomplete snapshots even when the attributed chain was delivered")

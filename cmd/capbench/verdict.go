@@ -9,13 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/capture/consumer"
-	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/reports"
 )
 
 func newVerdictCmd() *cobra.Command {
 	var (
 		captureDir, rolloutsPath, outPath, builderName string
+		storeURL                                       string
 		maskIncomplete, asJSON, withResponse           bool
 		maxMaskFraction                                float64
 		minSamples                                     int
@@ -38,8 +38,8 @@ anything is changed. An existing OUT is never truncated: a rerun after a crash
 continues after the records OUT already holds, so every record is written
 once. The formats are described in docs/consumer.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if captureDir == "" {
-				return errors.New("--capture-dir is required")
+			if captureDir == "" && storeURL == "" {
+				return errors.New("--capture-dir (or --store) is required")
 			}
 			if (rolloutsPath == "") != (outPath == "") {
 				return errors.New("--rollouts and --out go together")
@@ -57,7 +57,7 @@ once. The formats are described in docs/consumer.md.`,
 						return fmt.Errorf("--%s applies only when finalizing (--rollouts and --out)", name)
 					}
 				}
-				return judgeDir(cmd, captureDir, args, opts, asJSON || withResponse, withResponse)
+				return judgeDir(cmd, captureDir, storeURL, args, opts, asJSON || withResponse, withResponse)
 			}
 			if len(args) > 0 {
 				return errors.New("rollout ids and --rollouts do not go together: --rollouts finalizes every record of its file")
@@ -75,11 +75,12 @@ once. The formats are described in docs/consumer.md.`,
 				maxFraction = &maxMaskFraction
 			}
 			kill := &consumer.KillSwitch{MinSamples: minSamples, MaxMaskFraction: maxFraction}
-			return finalize(cmd, captureDir, rolloutsPath, outPath, opts, kill)
+			return finalize(cmd, captureDir, storeURL, rolloutsPath, outPath, opts, kill)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&captureDir, "capture-dir", "", "capture (file store) directory; must exist")
+	addStoreFlag(f, &storeURL)
 	f.StringVar(&rolloutsPath, "rollouts", "", "finished rollout records to finalize (JSONL); freezes and retires what it consumes")
 	f.StringVar(&outPath, "out", "", "where to append the finalized records (JSONL; an existing file is continued, never truncated)")
 	f.StringVar(&builderName, "builder", consumer.BuilderPrefixMerging, "builder: prefix_merging, or per_request (refused with Gym's message)")
@@ -92,14 +93,15 @@ once. The formats are described in docs/consumer.md.`,
 }
 
 // judgeDir judges rollouts read-only and prints them.
-func judgeDir(cmd *cobra.Command, dir string, ids []string, opts consumer.Options, asJSON, withResponse bool) error {
-	ro, err := store.OpenReadOnly(dir)
+func judgeDir(cmd *cobra.Command, dir, storeURL string, ids []string, opts consumer.Options, asJSON, withResponse bool) error {
+	ro, err := openLooker(cmd.Context(), dir, storeURL)
 	if err != nil {
-		return fmt.Errorf("--capture-dir: %w", err)
+		return err
 	}
+	defer ro.Close()
 	vs, err := consumer.JudgeDir(cmd.Context(), ro, ids, opts, withResponse, func(id string) string { return finalizedIn(dir, id) })
 	if errors.Is(err, consumer.ErrNoRollouts) {
-		return fmt.Errorf("--capture-dir %s %w", dir, err)
+		return fmt.Errorf("%s %w", storeName(dir, storeURL), err)
 	}
 	if err != nil {
 		return err
@@ -113,6 +115,9 @@ func judgeDir(cmd *cobra.Command, dir string, ids []string, opts consumer.Option
 // finalizedIn looks for the finalized record of a retired rollout where
 // capbench run puts it: rollouts.jsonl beside the capture directory.
 func finalizedIn(captureDir, id string) string {
+	if captureDir == "" {
+		return ""
+	}
 	path := filepath.Join(filepath.Dir(filepath.Clean(captureDir)), "rollouts.jsonl")
 	f, err := os.Open(path)
 	if err != nil {
@@ -125,13 +130,13 @@ func finalizedIn(captureDir, id string) string {
 	return path
 }
 
-func finalize(cmd *cobra.Command, dir, inPath, outPath string, opts consumer.Options, kill *consumer.KillSwitch) error {
+func finalize(cmd *cobra.Command, dir, storeURL, inPath, outPath string, opts consumer.Options, kill *consumer.KillSwitch) error {
 	if same, _ := samePath(inPath, outPath); same {
 		return errors.New("--out must not be the --rollouts file: the finalized records are appended to --out")
 	}
 	// A mistyped directory would otherwise be created empty and every
 	// record masked as having no capture.
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(dir); storeURL == "" && (err != nil || !fi.IsDir()) {
 		if err == nil {
 			err = errors.New("not a directory")
 		}
@@ -146,9 +151,9 @@ func finalize(cmd *cobra.Command, dir, inPath, outPath string, opts consumer.Opt
 	if err != nil {
 		return fmt.Errorf("--rollouts %s: %w (nothing was finalized)", inPath, err)
 	}
-	fs, err := store.NewFileStore(dir)
+	fs, err := openStore(cmd.Context(), dir, storeURL)
 	if err != nil {
-		return fmt.Errorf("--capture-dir: %w", err)
+		return err
 	}
 	defer fs.Close()
 	w, done, err := consumer.OpenWriter(outPath)
