@@ -7,6 +7,10 @@ import (
 
 // LedgerEntry is the ground truth of one generation.
 type LedgerEntry struct {
+	// Seq numbers generations from 1 in the order they finished; a reader
+	// that keeps the last Seq it saw asks only for newer ones
+	// (GET /fake/ledger?after=SEQ, Server.LedgerAfter).
+	Seq               uint64    `json:"seq"`
 	RequestID         string    `json:"request_id"`
 	Model             string    `json:"model"`
 	PromptTokenIDs    []int     `json:"prompt_token_ids"`
@@ -17,90 +21,69 @@ type LedgerEntry struct {
 	Created           time.Time `json:"created"`
 }
 
-// ledger is an append-only, concurrency-safe list of generations. With a
-// limit it keeps only the newest entries, so long load runs stay bounded.
+// entryOverhead approximates the bytes an entry costs beyond its slices and
+// strings (struct, slice headers, the time, the map-free JSON-ready shape).
+const entryOverhead = 192
+
+// size is the entry's approximate memory footprint in bytes: what the byte
+// bound of the ledger counts.
+func (e *LedgerEntry) size() int64 {
+	return entryOverhead + int64(8*(len(e.PromptTokenIDs)+len(e.GeneratedTokenIDs)+len(e.LogProbs))) +
+		int64(len(e.Text)+len(e.RequestID)+len(e.Model)+len(e.FinishReason))
+}
+
+// ledger is a concurrency-safe ring of generations, bounded by entry count
+// and by bytes so a long load test with long prompts stays bounded: the
+// oldest entries are dropped first, and Dropped says how many went.
 type ledger struct {
-	mu      sync.Mutex
-	limit   int // 0 = unlimited
-	entries []LedgerEntry
+	mu       sync.Mutex
+	limit    int   // entries; 0 = unbounded
+	maxBytes int64 // 0 = unbounded
+	entries  []LedgerEntry
+	start    int // entries[start:] are live
+	bytes    int64
+	seq      uint64
+	dropped  uint64
 }
 
 func (l *ledger) add(e LedgerEntry) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	e.Seq = l.seq
 	l.entries = append(l.entries, e)
-	if l.limit > 0 && len(l.entries) >= 2*l.limit {
-		// Compact rarely (amortised O(1)) instead of shifting on every add.
-		l.entries = append(make([]LedgerEntry, 0, 2*l.limit), l.entries[len(l.entries)-l.limit:]...)
+	l.bytes += e.size()
+	for l.live() > 1 && ((l.limit > 0 && l.live() > l.limit) || (l.maxBytes > 0 && l.bytes > l.maxBytes)) {
+		l.bytes -= l.entries[l.start].size()
+		l.entries[l.start] = LedgerEntry{} // let the slices go now
+		l.start++
+		l.dropped++
 	}
-	l.mu.Unlock()
+	if l.start > 0 && l.start >= len(l.entries)/2 {
+		// Compact rarely (amortised O(1)) instead of shifting on every drop.
+		l.entries = append(make([]LedgerEntry, 0, 2*l.live()+1), l.entries[l.start:]...)
+		l.start = 0
+	}
 }
 
-// snapshot returns a copy so callers never race with later appends.
-func (l *ledger) snapshot() []LedgerEntry {
+func (l *ledger) live() int { return len(l.entries) - l.start }
+
+// after returns a copy of the live entries with Seq > seq, oldest first, and
+// the number of entries dropped so far.
+func (l *ledger) after(seq uint64) ([]LedgerEntry, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	es := l.entries
-	if l.limit > 0 && len(es) > l.limit {
-		es = es[len(es)-l.limit:]
+	live := l.entries[l.start:]
+	i := 0
+	if n := len(live); n > 0 && seq >= live[0].Seq {
+		i = min(int(seq-live[0].Seq)+1, n) // Seq is contiguous within the ring
 	}
-	return append([]LedgerEntry(nil), es...)
+	return append([]LedgerEntry(nil), live[i:]...), l.dropped
 }
 
-// Script drives generation for requests that name it in X-Fake-Script.
-type Script struct {
-	Name  string `json:"name"`
-	Turns []Turn `json:"turns"`
-}
-
-// Turn is what the model produces for one assistant turn. The turn used is
-// the number of assistant messages already in the request; the last turn
-// repeats for longer conversations.
-type Turn struct {
-	Content   string           `json:"content,omitempty"`
-	Reasoning string           `json:"reasoning,omitempty"`
-	ToolCalls []ScriptToolCall `json:"tool_calls,omitempty"`
-	// Empty generates only the EOS token.
-	Empty bool `json:"empty,omitempty"`
-	// Tokens is the exact generated length including EOS; 0 = natural.
-	Tokens int `json:"tokens,omitempty"`
-	// StopByLength stops at Tokens (or max_tokens) with finish_reason length.
-	StopByLength bool `json:"stop_by_length,omitempty"`
-	// Fault forces one of the Fault* kinds for this turn.
-	Fault string `json:"fault,omitempty"`
-}
-
-// ScriptToolCall is a hermes tool call the model emits.
-type ScriptToolCall struct {
-	Name string `json:"name"`
-	// Arguments is JSON object text, written into the output verbatim.
-	Arguments string `json:"arguments"`
-}
-
-type scriptBook struct {
-	mu      sync.RWMutex
-	scripts map[string]Script
-}
-
-func (b *scriptBook) put(s Script) {
-	b.mu.Lock()
-	if b.scripts == nil {
-		b.scripts = map[string]Script{}
-	}
-	b.scripts[s.Name] = s
-	b.mu.Unlock()
-}
-
-func (b *scriptBook) get(name string) (Script, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	s, ok := b.scripts[name]
-	return s, ok
-}
-
-// turnFor picks the turn for a conversation holding assistantMsgs replies.
-func (s Script) turnFor(assistantMsgs int) Turn {
-	if assistantMsgs >= len(s.Turns) {
-		return s.Turns[len(s.Turns)-1]
-	}
-	return s.Turns[assistantMsgs]
+// stats reports the live entries, their bytes and the dropped count.
+func (l *ledger) stats() (entries int, bytes int64, dropped uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.live(), l.bytes, l.dropped
 }

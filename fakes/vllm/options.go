@@ -52,6 +52,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// LedgerLimit keeps only the newest N ledger entries; 0 keeps all.
 	LedgerLimit int
+	// LedgerMaxBytes bounds the ledger's memory: the oldest entries are
+	// dropped once the entries' prompts, generations, log-probs and text
+	// take more (the newest entry is always kept). 0 means
+	// DefaultLedgerMaxBytes; negative means no byte bound.
+	LedgerMaxBytes int64
 	Logger      *slog.Logger
 }
 
@@ -120,6 +125,9 @@ const (
 	DefaultMaxNumSeqs           = 256
 	DefaultMaxNumBatchedTokens  = 2048
 	defaultMaxBodyBytes         = 64 << 20
+	// DefaultLedgerMaxBytes holds about 480 generations of a 32k-token
+	// prompt, or hundreds of thousands of short ones.
+	DefaultLedgerMaxBytes = 256 << 20
 	maxLogprobs                 = 20
 	vllmVersion                 = "0.29.0"
 )
@@ -228,6 +236,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Lengths.Min <= 0 {
 		o.Lengths.Min = 1
+	}
+	if o.LedgerMaxBytes == 0 {
+		o.LedgerMaxBytes = DefaultLedgerMaxBytes
 	}
 	if o.LedgerLimit < 0 {
 		return o, fmt.Errorf("ledger limit must not be negative, got %d", o.LedgerLimit)
