@@ -57,7 +57,7 @@ type Options struct {
 	// take more (the newest entry is always kept). 0 means
 	// DefaultLedgerMaxBytes; negative means no byte bound.
 	LedgerMaxBytes int64
-	Logger      *slog.Logger
+	Logger         *slog.Logger
 }
 
 // Timing is the latency model. The zero value means no latency at all.
@@ -128,8 +128,8 @@ const (
 	// DefaultLedgerMaxBytes holds about 480 generations of a 32k-token
 	// prompt, or hundreds of thousands of short ones.
 	DefaultLedgerMaxBytes = 256 << 20
-	maxLogprobs                 = 20
-	vllmVersion                 = "0.29.0"
+	maxLogprobs           = 20
+	vllmVersion           = "0.29.0"
 )
 
 var knownToolParsers = []string{"deepseek_v3", "granite", "hermes", "internlm", "jamba", "llama3_json", "mistral", "pythonic", "qwen3_coder", "qwen3_xml"}
