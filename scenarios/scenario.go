@@ -247,6 +247,9 @@ type Expect struct {
 	// retirable redundant build (contract §7.1 step 3, row 20). Checks are
 	// then not evaluated, since there are no metrics.
 	Redundant bool `json:"redundant,omitempty"`
+	// Explain, when set, is text that `capbench explain` must print for
+	// the rollout: the one-line cause of the verdict in its words.
+	Explain string `json:"explain,omitempty"`
 }
 
 // Seal is a terminal-call seal the harness stamps on the finished record

@@ -195,7 +195,7 @@ func (r *runner) converse(ctx context.Context, s *convState, isMain bool, tr *tr
 		if err != nil {
 			return "", err
 		}
-		s.messages = append(s.messages, r.d.assistant(rep, r.plan.EchoReasoning))
+		s.messages = append(s.messages, r.d.assistant(r.echoed(rep), r.plan.EchoReasoning))
 		if tr != nil {
 			tr.addReply(rep)
 		}
@@ -298,21 +298,21 @@ func (r *runner) turn(ctx context.Context, s *convState, turn int, isMain bool) 
 			}
 			// The first attempt's reply (if any) is abandoned, as a harness
 			// does when it times out and resends the identical body.
-			_, _ = r.send(ctx, s, turn, 1, body, rt.Fault)
-			return r.send(ctx, s, turn, 2, body, "")
+			_, _ = r.send(ctx, s, turn, 1, body, rt.Fault, rt.Cut)
+			return r.send(ctx, s, turn, 2, body, "", false)
 		}
 		if f, ok := r.plan.Faults[turn]; ok {
-			return r.send(ctx, s, turn, 1, body, f)
+			return r.send(ctx, s, turn, 1, body, f, false)
 		}
 	}
-	return r.send(ctx, s, turn, 1, body, "")
+	return r.send(ctx, s, turn, 1, body, "", false)
 }
 
-func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body []byte, fault string) (*reply, error) {
+func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body []byte, fault string, cut bool) (*reply, error) {
 	u := r.d.url(strings.TrimRight(r.target.BaseURL, "/"), r.target.CaptureKey())
-	call := Call{Conversation: s.name, Turn: turn, Attempt: attempt, URL: u, Fault: fault}
+	call := Call{Conversation: s.name, Turn: turn, Attempt: attempt, URL: u, Fault: fault, Cut: cut}
 	start := time.Now()
-	rep, status, err := r.do(ctx, s, u, body, fault)
+	rep, status, err := r.do(ctx, s, u, body, fault, cut)
 	call.Duration = time.Since(start)
 	call.Status = status
 	if rep != nil {
@@ -325,7 +325,7 @@ func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body
 	return rep, err
 }
 
-func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fault string) (*reply, int, error) {
+func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fault string, cut bool) (*reply, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrModelCall, err)
@@ -354,6 +354,9 @@ func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fa
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, resp.StatusCode, &CallError{Status: resp.StatusCode, Body: errorMessage(b)}
 	}
+	if cut {
+		return nil, resp.StatusCode, cutStream(resp.Body)
+	}
 	rep, err := r.d.read(resp, r.d.stream(&r.plan))
 	if err != nil {
 		var ce *CallError
@@ -367,6 +370,27 @@ func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fa
 			Body: "native token capture: the reply carries no log-probs to read token ids from"}
 	}
 	return rep, resp.StatusCode, nil
+}
+
+// ErrStreamCut is the error of an attempt whose stream the agent cut.
+var ErrStreamCut = errors.New("stream cut before its end")
+
+// cutStream reads a streamed reply up to its last event but one (Messages'
+// message_delta, Chat's finish_reason chunk) and drops the connection, as a
+// client does when the network breaks or its stream watchdog fires: by then
+// the server has generated the whole reply, but the client never sees the
+// stream end and retries.
+func cutStream(body io.ReadCloser) error {
+	err := readSSE(body, func(ev sseEvent) (bool, error) {
+		last := ev.Event == "message_delta" || strings.Contains(ev.Data, `"finish_reason":"`)
+		return !last, nil
+	})
+	// Closing an unfinished body closes the connection (no keep-alive reuse).
+	_ = body.Close()
+	if err != nil {
+		return &CallError{Body: fmt.Sprintf("%v: %v", ErrStreamCut, err)}
+	}
+	return &CallError{Body: ErrStreamCut.Error()}
 }
 
 func (tr *transcript) addReply(rep *reply) {
@@ -520,22 +544,49 @@ func encodeJSON(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// compactJSON re-serialises a JSON text compactly; unparsable text is
-// returned trimmed.
+// compactJSON re-serialises a JSON text compactly, keeping its key order
+// and number spelling, as a JavaScript client's JSON.stringify(JSON.parse(s))
+// keeps insertion order; unparsable text is returned trimmed.
 func compactJSON(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "{}"
 	}
-	var v any
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
 		return s
 	}
-	b, err := encodeJSON(v)
-	if err != nil {
-		return s
+	return b.String()
+}
+
+// withMembers appends raw JSON members (`"k":v,...`) to a JSON object text,
+// the way the Claude Code CLI adds defaults (Edit's "replace_all":false)
+// when it echoes a tool call back.
+func withMembers(object, members string) string {
+	object = strings.TrimSpace(object)
+	if members == "" || !strings.HasSuffix(object, "}") {
+		return object
 	}
-	return string(b)
+	body := strings.TrimSpace(object[:len(object)-1])
+	if body == "{" {
+		return "{" + members + "}"
+	}
+	return body + "," + members + "}"
+}
+
+// echoed is the reply as the agent writes it back into its history: the
+// tool calls of Plan.EchoInputAppend's tools gain the extra members.
+func (r *runner) echoed(rep *reply) *reply {
+	if len(r.plan.EchoInputAppend) == 0 {
+		return rep
+	}
+	cp := *rep
+	cp.ToolCalls = make([]toolCall, len(rep.ToolCalls))
+	for i, tc := range rep.ToolCalls {
+		if m, ok := r.plan.EchoInputAppend[tc.Name]; ok {
+			tc.Arguments = withMembers(tc.Arguments, m)
+		}
+		cp.ToolCalls[i] = tc
+	}
+	return &cp
 }
