@@ -545,18 +545,18 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 // compactJSON re-serialises a JSON text compactly, keeping its key order
-// and number spelling, as a JavaScript client's JSON.stringify(JSON.parse(s))
-// keeps insertion order; unparsable text is returned trimmed.
+// (as JSON.parse then JSON.stringify do); unparsable text is returned
+// trimmed.
 func compactJSON(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "{}"
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(s)); err != nil {
 		return s
 	}
-	return b.String()
+	return buf.String()
 }
 
 // withMembers appends raw JSON members (`"k":v,...`) to a JSON object text,
