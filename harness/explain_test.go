@@ -48,7 +48,7 @@ var _ = Describe("what the real CLI does, as catalog scenarios", Label("fake", "
 				// The control: the same Edit echoed verbatim. Its verdict
 				// depends on the proxy keeping the model's key order, so
 				// only the request-time resolution is checked here.
-				sc.Plan.EchoInputAppend = nil
+				sc.Plan.EchoInputDefaults = nil
 			}
 			res := session.Scenario(ctx, sc)
 			if cliAddsDefault {

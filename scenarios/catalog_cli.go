@@ -18,11 +18,11 @@ func cliRows() []Scenario {
 	edit := claudePlan("claude-code-edit-replace-all", agent.Delivered)
 	edit.Main.Task = "rename the greeting in main.go"
 	edit.ToolResults = map[string]string{"Edit": "The file /workspace/main.go has been updated."}
-	edit.EchoInputAppend = map[string]string{"Edit": `"replace_all":false`}
+	edit.EchoInputDefaults = map[string]string{"Edit": `"replace_all":false`}
 	add(Scenario{
 		Name: "claude-code-edit-replace-all",
 		Description: "the model calls Edit with file_path, old_string, new_string; the CLI echoes the call back " +
-			"with \"replace_all\":false added (its schema default), so the next request's assistant turn matches " +
+			"as {\"replace_all\":false, ...input} (its default first, as seen from Claude Code 2.1.328), so the next request's assistant turn matches " +
 			"no captured generation: the follow-up call is UNRESOLVED (no_match), a second root, and the record's " +
 			"served id names a chain that starts after the broken link: masked",
 		Row: "17", Agent: agent.ClaudeCode,

@@ -252,8 +252,10 @@ func (b *scriptBook) resolve(name string, f callFacts) (Script, *apiError) {
 }
 
 // missing is the error a client sees for a script that is not installed:
-// vLLM's error envelope (404, as for an unknown model), naming the script,
-// the scripts that exist and how to add one.
+// vLLM's error envelope, naming the script, the scripts that exist and how
+// to add one. It is a 400, not the 404 of an unknown model: SDKs retry
+// neither, but Claude Code reads every 404 as "the selected model may not
+// exist" and hides the message, while it prints a 400's.
 func (b *scriptBook) missing(name, routedFrom string) *apiError {
 	known := b.names()
 	list := "none"
@@ -264,7 +266,7 @@ func (b *scriptBook) missing(name, routedFrom string) *apiError {
 	if routedFrom != "" {
 		where = fmt.Sprintf(" (a route of script %q names it)", routedFrom)
 	}
-	return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Param: strp("X-Fake-Script"),
+	return &apiError{Status: http.StatusBadRequest, Type: "BadRequestError", Param: strp("X-Fake-Script"),
 		Message: fmt.Sprintf("fake script %q does not exist%s; installed scripts: %s. Install it with PUT /fake/scripts/%s or fix the X-Fake-Script header",
 			name, where, list, name)}
 }

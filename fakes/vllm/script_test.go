@@ -86,15 +86,15 @@ var _ = Describe("scripts", func() {
 		Expect(s.SetScript(vllm.Script{Turns: []vllm.Turn{{}}})).NotTo(Succeed())
 	})
 
-	DescribeTable("answers an unknown script name with vLLM's 404 error envelope, which names the script and the fix",
+	DescribeTable("answers an unknown script name with vLLM's error envelope (400, which clients show and do not retry), naming the script and the fix",
 		func(stream bool) {
 			r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": []any{user("a")}, "stream": stream}, "X-Fake-Script", "missing")
-			Expect(r.status).To(Equal(http.StatusNotFound))
+			Expect(r.status).To(Equal(http.StatusBadRequest))
 			Expect(r.header.Get("Content-Type")).To(Equal("application/json"))
 			e := r.json()["error"].(map[string]any)
-			Expect(e["type"]).To(Equal("NotFoundError"))
+			Expect(e["type"]).To(Equal("BadRequestError"))
 			Expect(e["param"]).To(Equal("X-Fake-Script"))
-			Expect(e["code"]).To(BeNumerically("==", 404))
+			Expect(e["code"]).To(BeNumerically("==", 400))
 			Expect(e["message"]).To(Equal(`fake script "missing" does not exist; installed scripts: three. ` +
 				`Install it with PUT /fake/scripts/missing or fix the X-Fake-Script header`))
 		},
@@ -150,7 +150,7 @@ var _ = Describe("scripts", func() {
 				Routes: []vllm.Route{{SubAgent: true, Script: "nowhere"}}})).To(Succeed())
 			r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": []any{user("a")}},
 				"X-Fake-Script", "dangling", "X-Claude-Code-Agent-Id", "a1")
-			Expect(r.status).To(Equal(http.StatusNotFound))
+			Expect(r.status).To(Equal(http.StatusBadRequest))
 			Expect(r.json()["error"].(map[string]any)["message"]).To(HavePrefix(`fake script "nowhere" does not exist (a route of script "dangling" names it); installed scripts: `))
 		})
 

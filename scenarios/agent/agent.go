@@ -234,11 +234,12 @@ type Plan struct {
 	Attribution Attribution
 	// EchoReasoning sends earlier reasoning back in assistant turns.
 	EchoReasoning bool
-	// EchoInputAppend maps a tool name to raw JSON members (`"k":v,...`)
-	// the agent appends to that tool's arguments when it echoes the call
-	// back, as the Claude Code CLI adds `"replace_all":false` to an Edit.
-	// The record's transcript keeps the model's arguments.
-	EchoInputAppend map[string]string
+	// EchoInputDefaults maps a tool name to raw JSON members (`"k":v,...`)
+	// the agent merges into that tool's arguments when it echoes the call
+	// back, as JavaScript's {...defaults, ...input}: the Claude Code CLI
+	// echoes an Edit as {"replace_all":false, ...the model's input}. The
+	// record's transcript keeps the model's arguments.
+	EchoInputDefaults map[string]string
 	// Reward is copied onto the record.
 	Reward float64
 	// ExplicitCallID is written as `_ng_terminal_model_call_id`: the agent
@@ -304,10 +305,10 @@ func (p Plan) validate() error {
 			return fmt.Errorf("%w: Retry of turn %d sets both Cut and Fault (a faulted attempt has no stream to cut)", ErrInvalidPlan, rt.Turn)
 		}
 	}
-	for tool, m := range p.EchoInputAppend {
+	for tool, m := range p.EchoInputDefaults {
 		var probe map[string]json.RawMessage
 		if json.Unmarshal([]byte("{"+m+"}"), &probe) != nil || len(probe) == 0 {
-			return fmt.Errorf("%w: EchoInputAppend[%q] = %q is not a list of JSON object members", ErrInvalidPlan, tool, m)
+			return fmt.Errorf("%w: EchoInputDefaults[%q] = %q is not a list of JSON object members", ErrInvalidPlan, tool, m)
 		}
 	}
 	if p.Compaction != nil && p.Compaction.Summary == "" {

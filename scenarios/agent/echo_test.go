@@ -75,9 +75,9 @@ var _ = Describe("the Claude-Code-like agent echoes tool calls like the CLI", fu
 		Expect(editInput(reqs[1])).To(Equal(`{"file_path":"/w/a.go","old_string":"x","new_string":"é"}`))
 	})
 
-	It("appends the CLI's default members to the echo only, not to the record's transcript", func(ctx SpecContext) {
+	It("merges the CLI's defaults into the echo only ({...defaults, ...input}), not into the record's transcript", func(ctx SpecContext) {
 		p := plan()
-		p.EchoInputAppend = map[string]string{"Edit": `"replace_all":false`}
+		p.EchoInputDefaults = map[string]string{"Edit": `"replace_all":false`}
 		s := &stub{answer: func(w http.ResponseWriter, r *recorded, n int) {
 			if n == 1 {
 				sse(w, anthropicEdit("msg_1")...)
@@ -87,7 +87,7 @@ var _ = Describe("the Claude-Code-like agent echoes tool calls like the CLI", fu
 		}}
 		res, err := agent.Run(ctx, agent.ClaudeCode, agent.Target{BaseURL: serve(s), RolloutID: "r1"}, p)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(editInput(s.requests[1])).To(Equal(`{"file_path":"/w/a.go","old_string":"x","new_string":"é","replace_all":false}`))
+		Expect(editInput(s.requests[1])).To(Equal(`{"replace_all":false,"file_path":"/w/a.go","old_string":"x","new_string":"é"}`))
 		out := res.Record["response"].(map[string]any)["output"].([]any)
 		var args []string
 		for _, it := range out {
@@ -106,8 +106,8 @@ var _ = Describe("the Claude-Code-like agent echoes tool calls like the CLI", fu
 			Expect(err).To(MatchError(ContainSubstring(want)))
 			Expect(err).To(MatchError(agent.ErrInvalidPlan))
 		},
-		Entry("members that are not JSON", agent.ClaudeCode, func(p *agent.Plan) { p.EchoInputAppend = map[string]string{"Edit": "replace_all"} },
-			`EchoInputAppend["Edit"] = "replace_all" is not a list of JSON object members`),
+		Entry("members that are not JSON", agent.ClaudeCode, func(p *agent.Plan) { p.EchoInputDefaults = map[string]string{"Edit": "replace_all"} },
+			`EchoInputDefaults["Edit"] = "replace_all" is not a list of JSON object members`),
 		Entry("a cut and a fault on one attempt", agent.ClaudeCode, func(p *agent.Plan) { p.Retries = []agent.Retry{{Turn: 0, Cut: true, Fault: "500"}} },
 			"Retry of turn 0 sets both Cut and Fault"),
 		Entry("a cut without a stream", agent.OpenAIChat, func(p *agent.Plan) { p.Retries = []agent.Retry{{Turn: 0, Cut: true}} },
@@ -149,3 +149,16 @@ var _ = Describe("a retried cut stream", func() {
 func plan0() agent.Plan {
 	return agent.Plan{Model: "pol", Main: agent.Conversation{Script: "s", Task: "say hi"}, Attribution: agent.Delivered}
 }
+
+var _ = DescribeTable("merging the CLI's defaults like {...defaults, ...input}",
+	func(input, defaults, want string) {
+		Expect(agent.WithDefaults(input, defaults)).To(Equal(want))
+	},
+	Entry("a default the model left out goes first", `{"file_path": "/a", "old_string": "x", "new_string": "y"}`, `"replace_all":false`,
+		`{"replace_all":false,"file_path":"/a","old_string":"x","new_string":"y"}`),
+	Entry("the model's own value moves to the default's place (seen from Claude Code 2.1.328)",
+		`{"file_path": "/a", "old_string": "x", "new_string": "y", "replace_all": true}`, `"replace_all":false`,
+		`{"replace_all":true,"file_path":"/a","old_string":"x","new_string":"y"}`),
+	Entry("an empty input", `{}`, `"replace_all":false`, `{"replace_all":false}`),
+	Entry("input that is not an object is left alone", `[1]`, `"replace_all":false`, `[1]`),
+)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -559,32 +560,87 @@ func compactJSON(s string) string {
 	return buf.String()
 }
 
-// withMembers appends raw JSON members (`"k":v,...`) to a JSON object text,
-// the way the Claude Code CLI adds defaults (Edit's "replace_all":false)
-// when it echoes a tool call back.
-func withMembers(object, members string) string {
-	object = strings.TrimSpace(object)
-	if members == "" || !strings.HasSuffix(object, "}") {
-		return object
+// withDefaults merges default members (`"k":v,...`) into a JSON object
+// text the way JavaScript's {...defaults, ...input} does, as the Claude Code
+// CLI does when it echoes an Edit back: the defaults' keys come first (with
+// the input's value where it has one), then the input's other keys in order.
+func withDefaults(input, defaults string) string {
+	dk, dv, err1 := objectMembers("{" + defaults + "}")
+	ik, iv, err2 := objectMembers(input)
+	if err1 != nil || err2 != nil {
+		return input
 	}
-	body := strings.TrimSpace(object[:len(object)-1])
-	if body == "{" {
-		return "{" + members + "}"
+	var b strings.Builder
+	b.WriteByte('{')
+	n := 0
+	write := func(k string, v json.RawMessage) {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		key, _ := encodeJSON(k)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(v)
 	}
-	return body + "," + members + "}"
+	for i, k := range dk {
+		v := dv[i]
+		if j := slices.Index(ik, k); j >= 0 {
+			v = iv[j]
+		}
+		write(k, v)
+	}
+	for i, k := range ik {
+		if !slices.Contains(dk, k) {
+			write(k, iv[i])
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// objectMembers splits a JSON object text into its keys and compact values,
+// in order.
+func objectMembers(object string) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(strings.NewReader(object))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("not a JSON object: %q", object)
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		k, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, err
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, raw); err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, k), append(vals, c.Bytes())
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, err
+	}
+	return keys, vals, nil
 }
 
 // echoed is the reply as the agent writes it back into its history: the
-// tool calls of Plan.EchoInputAppend's tools gain the extra members.
+// tool calls of Plan.EchoInputDefaults' tools get the defaults merged in.
 func (r *runner) echoed(rep *reply) *reply {
-	if len(r.plan.EchoInputAppend) == 0 {
+	if len(r.plan.EchoInputDefaults) == 0 {
 		return rep
 	}
 	cp := *rep
 	cp.ToolCalls = make([]toolCall, len(rep.ToolCalls))
 	for i, tc := range rep.ToolCalls {
-		if m, ok := r.plan.EchoInputAppend[tc.Name]; ok {
-			tc.Arguments = withMembers(tc.Arguments, m)
+		if d, ok := r.plan.EchoInputDefaults[tc.Name]; ok {
+			tc.Arguments = withDefaults(tc.Arguments, d)
 		}
 		cp.ToolCalls[i] = tc
 	}
