@@ -292,4 +292,3 @@ var _ = Describe("opting in to the CLI specs", func() {
 		}, true, false, false, "claude"),
 	)
 })
-
