@@ -125,8 +125,9 @@ const (
 	DefaultMaxNumSeqs           = 256
 	DefaultMaxNumBatchedTokens  = 2048
 	defaultMaxBodyBytes         = 64 << 20
-	// DefaultLedgerMaxBytes holds about 480 generations of a 32k-token
-	// prompt, or hundreds of thousands of short ones.
+	// DefaultLedgerMaxBytes holds about 4,000 generations of a 32k-token
+	// prompt (the packed ring takes about 2 bytes a token), or hundreds of
+	// thousands of short ones.
 	DefaultLedgerMaxBytes = 256 << 20
 	maxLogprobs           = 20
 	vllmVersion           = "0.29.0"
