@@ -221,6 +221,25 @@ var _ = Describe("the real Claude Code CLI and the fake's session scripts", Labe
 		Expect(r.fake.Ledger()).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 
+	It("retries a fault that fires on the first attempt only, and finishes on the second", func(ctx SpecContext) {
+		Expect(r.fake.SetScript(vllm.Script{Name: "flaky-hi", Turns: []vllm.Turn{
+			{Content: hiText, Fault: vllm.Fault503, FaultTimes: 1},
+		}})).To(Succeed())
+		res := r.runCLI(ctx, exe, "cc-flaky", "flaky-hi", "say hi")
+		Expect(res.IsError).To(BeFalse())
+		Expect(res.Result).To(Equal(hiText))
+		msgs, _ := messageCalls(r.log.snapshot(), "cc-flaky")
+		Expect(msgs).To(HaveLen(2), "one retry, no race with the client's backoff")
+		Expect(msgs[0].Status).To(Equal(http.StatusServiceUnavailable))
+		Expect(msgs[1].Status).To(Equal(http.StatusOK))
+		Expect(msgs[1].Body).To(Equal(msgs[0].Body), "the retry resends the identical body")
+		Expect(r.fake.Ledger()).To(HaveLen(1), "the faulted attempt generated nothing")
+		snap, err := r.store.Freeze(ctx, "cc-flaky")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(snap.Entries).To(HaveLen(1))
+		GinkgoWriter.Printf("after an upstream 503 and a retry: incomplete=%v\n", snap.Incomplete)
+	}, SpecTimeout(time.Minute))
+
 	It("routes the sub-agent's calls (x-claude-code-agent-id) to its own script, so it does not replay the main one", func(ctx SpecContext) {
 		for _, sc := range []vllm.Script{
 			{Name: "delegate", Turns: []vllm.Turn{
