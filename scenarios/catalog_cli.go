@@ -110,10 +110,11 @@ func cliRows() []Scenario {
 	return out
 }
 
-// readTruncationNote is the kind of inline system note the CLI adds after a
-// Read result it truncated.
-const readTruncationNote = "Note: the file /workspace/server.log was too large and has been truncated to the " +
-	"first 2000 lines. Use Read with offset and limit to read more of the file if you need it."
+// readTruncationNote is the inline system note Claude Code 2.1.328 adds
+// after a Read result it truncated (its shape, seen in harness/claudecode).
+const readTruncationNote = "[Truncated: PARTIAL view — /workspace/server.log: showing lines 1-40 of 3001 total " +
+	"(43901 tokens, cap 25000). Call Read with offset=41 limit=40 for the next page, or Grep to find a specific " +
+	"section. Do NOT answer from this page alone if the answer may be further in the file.]"
 
 // truncatedLog is a Read result in the CLI's numbered-line format.
 var truncatedLog = func() string {

@@ -3,6 +3,7 @@ package claudecode_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -181,6 +182,67 @@ var _ = Describe("the real Claude Code CLI's file tools through the capture prox
 
 		snap, _, final := r.finalizeAny(ctx, "cc-edit-default", res)
 		Expect(resolutions(snap)[2]).To(Equal("unresolved no_match"))
+		Expect(final.MaskSample).To(BeTrue())
+	}, SpecTimeout(time.Minute))
+})
+
+// inlineSystemAfterToolResult returns the text of role:"system" messages
+// that follow a tool_result in a Messages body.
+func inlineSystemAfterToolResult(body []byte) []string {
+	GinkgoHelper()
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	Expect(json.Unmarshal(body, &req)).To(Succeed())
+	var out []string
+	afterResult := false
+	for _, m := range req.Messages {
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &blocks)
+		switch {
+		case m.Role == "user" && len(blocks) > 0 && blocks[0].Type == "tool_result":
+			afterResult = true
+		case m.Role == "system" && afterResult:
+			for _, b := range blocks {
+				out = append(out, b.Text)
+			}
+		}
+	}
+	return out
+}
+
+var _ = Describe("the real Claude Code CLI reading a long file", Label("claude-code", "slow"), func() {
+	// What the catalog's claude-code-truncated-read scenario models.
+	It("adds an inline system note after a truncated Read result in the main agent: parent_digest_mismatch, masked", func(ctx SpecContext) {
+		exe := claudeOrSkip()
+		r := startRig()
+		path := filepath.Join(r.dir, "server.log")
+		var b strings.Builder
+		for i := 1; i <= 3000; i++ {
+			fmt.Fprintf(&b, "INFO request %d served in 3 ms\n", i)
+		}
+		Expect(os.WriteFile(path, []byte(b.String()), 0o644)).To(Succeed())
+		Expect(r.fake.SetScript(vllm.Script{Name: "read-big", Turns: []vllm.Turn{
+			{ToolCalls: []vllm.ScriptToolCall{{Name: "Read", Arguments: `{"file_path": ` + jsonString(path) + `}`}}},
+			{Content: "The log shows requests being served."},
+		}})).To(Succeed())
+		res := r.runCLI(ctx, exe, "cc-read-big", "read-big", "what does server.log say?", "--allowedTools", "Read")
+		Expect(res.Result).To(Equal("The log shows requests being served."))
+		msgs, _ := messageCalls(r.log.snapshot(), "cc-read-big")
+		Expect(len(msgs)).To(BeNumerically(">=", 2))
+		last := msgs[len(msgs)-1]
+		Expect(inlineSystemAfterToolResult(msgs[0].Body)).To(BeEmpty())
+		Expect(inlineSystemAfterToolResult(last.Body)).To(ConsistOf(HavePrefix("[Truncated: PARTIAL view — " + path + ": showing lines 1-")))
+
+		snap, _, final := r.finalizeAny(ctx, "cc-read-big", res)
+		GinkgoWriter.Printf("truncated Read: %d calls, resolutions %v\n", len(snap.Entries), resolutions(snap))
+		Expect(final.Metrics.ParentLinkFailures).To(HaveKeyWithValue("parent_digest_mismatch", 1))
 		Expect(final.MaskSample).To(BeTrue())
 	}, SpecTimeout(time.Minute))
 })
