@@ -52,6 +52,7 @@ var _ = Describe("capbench run", func() {
 		Entry("bench overhead without rounds", []string{"bench", "--rounds", "0"}, "Rounds"),
 		Entry("fake-vllm with a negative TTFT", []string{"fake-vllm", "--ttft", "-1s", "--port", "0"}, "TTFT must not be negative", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with a bad memory size", []string{"fake-vllm", "--gpu-memory", "lots", "--port", "0"}, `--gpu-memory: bad value: memory size "lots"`, SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a bad ledger size", []string{"fake-vllm", "--ledger-max-bytes", "12xx", "--port", "0"}, `--ledger-max-bytes: bad value: memory size "12xx": unknown unit "xx" (or 0 for no byte bound)`, SpecTimeout(10*time.Second)),
 	)
 
 	It("names --max-model-len once, in vLLM's words", func(ctx SpecContext) {
