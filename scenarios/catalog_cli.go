@@ -107,6 +107,17 @@ func cliRows() []Scenario {
 		Eq("terminal_attribution.method", "response_id"), Eq("terminal_attribution.chain", "delivered")},
 		Explain: "its chain from the root is clean, so exactly that chain is delivered"}
 	add(s)
+
+	upstream := cut("claude-code-upstream-cut-first-call", 0, agent.Delivered)
+	upstream.Plan.Retries = []agent.Retry{{Turn: 0, Fault: "drop-mid-stream"}}
+	upstream.Row = "6"
+	upstream.Description = "control for the cut-stream rows: here vLLM's stream breaks upstream of the proxy, so the " +
+		"first attempt is never captured (the proxy marks the rollout incomplete) and the CLI resends; even with " +
+		"the kept chain attributed, an incomplete capture is masked (seen with the real CLI too)"
+	upstream.Expect = Expect{MaskSample: true, Checks: []Check{Eq("n_calls", 2), Eq("roots", 1),
+		Eq("capture_incomplete", true), Eq("terminal_attribution.chain", "delivered")},
+		Explain: "Masked: the snapshot is incomplete"}
+	add(upstream)
 	return out
 }
 
