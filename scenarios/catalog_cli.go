@@ -10,7 +10,8 @@ import (
 // cliRows are what the real Claude Code CLI does that breaks (or, with a
 // witness, does not break) a chain, seen on its traffic through the proxy:
 // the CLI's own additions to an echoed Edit, its inline system message after
-// a truncated Read, and its retry of a stream it saw cut.
+// a truncated Read, and its retry of a stream it saw cut. docs/claude-code-cli.md
+// lists what was seen on the real CLI.
 func cliRows() []Scenario {
 	var out []Scenario
 	add := func(s ...Scenario) { out = append(out, s...) }
