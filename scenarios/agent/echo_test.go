@@ -162,3 +162,24 @@ var _ = DescribeTable("merging the CLI's defaults like {...defaults, ...input}",
 	Entry("an empty input", `{}`, `"replace_all":false`, `{"replace_all":false}`),
 	Entry("input that is not an object is left alone", `[1]`, `"replace_all":false`, `[1]`),
 )
+
+var _ = Describe("a retried cut Chat stream", func() {
+	It("drops the first attempt after its finish_reason chunk and keeps the resent call", func(ctx SpecContext) {
+		s := &stub{answer: func(w http.ResponseWriter, r *recorded, n int) {
+			if n <= 2 {
+				sse(w, chatToolCallStream("chatcmpl-"+strconv.Itoa(n))...)
+				return
+			}
+			chatText(w, "chatcmpl-3", "14")
+		}}
+		p := agent.Plan{Model: "pol", Main: agent.Conversation{Script: "s", Task: "count"}, Stream: true,
+			Attribution: agent.Delivered, Retries: []agent.Retry{{Turn: 0, Cut: true}}}
+		res, err := agent.Run(ctx, agent.OpenAIChat, agent.Target{BaseURL: serve(s), RolloutID: "r1"}, p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Calls).To(HaveLen(3))
+		Expect(res.Calls[0].Cut).To(BeTrue())
+		Expect(res.Calls[0].Error).To(ContainSubstring(agent.ErrStreamCut.Error()))
+		Expect(res.Calls[1].ServedID).To(Equal("chatcmpl-2"))
+		Expect(s.requests[1].Body).To(Equal(s.requests[0].Body))
+	})
+})
