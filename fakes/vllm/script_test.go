@@ -357,3 +357,11 @@ var _ = Describe("ledger entries read back", func() {
 		Expect(e.Created.Unix()).To(BeNumerically("==", r["created"]))
 	})
 })
+
+var _ = DescribeTable("unscripted filler built as token ids is exactly the tokenizer's encoding of its text",
+	func(variant string) {
+		Expect(vllm.CheckFillerIDs(variant, 3000)).To(Succeed())
+	},
+	Entry("plain template (the fast path)", "plain"),
+	Entry("thinking template (encoded as before)", "thinking"),
+)
