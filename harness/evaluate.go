@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/capbench/capbench/capture/consumer"
 	"github.com/capbench/capbench/scenarios"
 )
 
@@ -71,4 +72,24 @@ func compareRedundant(want scenarios.Expect, got Got) []string {
 		out = append(out, "retirement: want the redundant build's snapshot retired, got it kept")
 	}
 	return out
+}
+
+// CompareExplanation checks that what `capbench explain` prints for the
+// rollout's build contains the expectation's Explain text (its one-line
+// cause); nothing is compared when the expectation sets none.
+func CompareExplanation(want scenarios.Expect, build *consumer.Result) []string {
+	if want.Explain == "" {
+		return nil
+	}
+	if build == nil {
+		return []string{fmt.Sprintf("explain: want %q, got no build to explain", want.Explain)}
+	}
+	var b strings.Builder
+	if err := consumer.Explain(&b, build); err != nil {
+		return []string{"explain: " + err.Error()}
+	}
+	if !strings.Contains(b.String(), want.Explain) {
+		return []string{fmt.Sprintf("explain: want a line with %q, got:\n%s", want.Explain, b.String())}
+	}
+	return nil
 }

@@ -315,7 +315,7 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 	first := -1
 	for i, c := range collected {
 		got := Verdict(c)
-		mism := Compare(sc.Expect, got)
+		mism := append(Compare(sc.Expect, got), CompareExplanation(sc.Expect, c.Build)...)
 		if c.WriteErr != nil {
 			mism = append(mism, "rollouts file: "+c.WriteErr.Error())
 		}

@@ -86,6 +86,18 @@ var _ = Describe("fidelity", func() {
 		Expect(f.Summary()).To(Equal("exact 2/2"))
 	})
 
+	It("says when the unmatched call may have been dropped by the fake's bounded ledger", func() {
+		held := []env.LedgerEntry{ledger[1]}
+		held[0].Seq = 7
+		f := harness.CheckFidelity(snapshotOf(entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25})), held, nil)
+		Expect(f.OK()).To(BeFalse(), "an unverified call never passes as exact")
+		Expect(f.Problems).To(ConsistOf(ContainSubstring("no ledger generation has this 2-token prompt; the fake's bounded ledger had dropped its 6 oldest generations")))
+		whole := []env.LedgerEntry{ledger[1]}
+		whole[0].Seq = 1
+		f = harness.CheckFidelity(snapshotOf(entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25})), whole, nil)
+		Expect(f.Problems).To(ConsistOf(Not(ContainSubstring("dropped"))))
+	})
+
 	It("is unchecked without a snapshot", func() {
 		f := harness.CheckFidelity(nil, ledger, nil)
 		Expect(f.Checked).To(BeFalse())

@@ -453,6 +453,7 @@ func All() []Scenario {
 	})
 	add(moreRows()...)
 	add(argOrderScenarios()...)
+	add(cliRows()...)
 	add(unscripted()...)
 	return out
 }

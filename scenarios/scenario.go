@@ -247,6 +247,9 @@ type Expect struct {
 	// retirable redundant build (docs/consumer.md, row 20 of docs/scenarios.md). Checks are
 	// then not evaluated, since there are no metrics.
 	Redundant bool `json:"redundant,omitempty"`
+	// Explain, when set, is text that `capbench explain` must print for
+	// the rollout: the one-line cause of the verdict in its words.
+	Explain string `json:"explain,omitempty"`
 }
 
 // Seal is a terminal-call seal the harness stamps on the finished record

@@ -156,6 +156,7 @@ var _ = Describe("capbench run", func() {
 		Entry("fake-vllm with a fault rate above 1", []string{"fake-vllm", "--fault-rate", "2", "--port", "0"}, "--fault-rate 2: want a probability", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with a negative time scale", []string{"fake-vllm", "--time-scale", "-1", "--port", "0"}, "--time-scale -1: must not be negative", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with a bad memory size", []string{"fake-vllm", "--gpu-memory", "lots", "--port", "0"}, `--gpu-memory: bad value: memory size "lots"`, SpecTimeout(10*time.Second)),
+		Entry("fake-vllm with a bad ledger size", []string{"fake-vllm", "--ledger-max-bytes", "12xx", "--port", "0"}, `--ledger-max-bytes: bad value: memory size "12xx": unknown unit "xx" (or 0 for no byte bound)`, SpecTimeout(10*time.Second)),
 	)
 
 	It("names --max-model-len once, in vLLM's words", func(ctx SpecContext) {
