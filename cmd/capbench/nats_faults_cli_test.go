@@ -222,7 +222,7 @@ var _ = Describe("NATS store faults through capture proxy processes", Label("nat
 				Expect(entries).To(Equal(2))
 				Expect(incomplete).To(BeFalse())
 			}
-			out, err := capbench(ctx, "verdict", "--store", srv.URL())
+			out, err := capbench(ctx, "verdict", "--json", "--store", srv.URL())
 			Expect(err).NotTo(HaveOccurred())
 			var v map[string]any
 			Expect(json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &v)).To(Succeed())

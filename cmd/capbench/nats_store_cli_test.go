@@ -148,7 +148,7 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 			dir := GinkgoT().TempDir()
 			fileProxy := startProxyCmd(startFake(ctx, sc), "--capture-dir", dir)
 			runAgent(ctx, sc, fileProxy, rollout)
-			want, err := capbench(ctx, "verdict", "--capture-dir", dir)
+			want, err := capbench(ctx, "verdict", "--json", "--capture-dir", dir)
 			Expect(err).NotTo(HaveOccurred())
 			wantExplain, err := capbench(ctx, "explain", "--capture-dir", dir, rollout)
 			Expect(err).NotTo(HaveOccurred())
@@ -173,7 +173,7 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 			} else {
 				Expect(capturing).To(BeNumerically(">=", 2), "the records come from more than one proxy")
 			}
-			got, err := capbench(ctx, "verdict", "--store", natsURL)
+			got, err := capbench(ctx, "verdict", "--json", "--store", natsURL)
 			Expect(err).NotTo(HaveOccurred())
 			gotExplain, err := capbench(ctx, "explain", "--store", natsURL, rollout)
 			Expect(err).NotTo(HaveOccurred())
@@ -191,9 +191,9 @@ var _ = Describe("capbench with --store nats://", Label("nats"), func() {
 
 	It("reads a directory named as a file:// store like --capture-dir", func(ctx SpecContext) {
 		dir := filepath.Join(copyFixture("gym-consumer/03-retry-middle"), "capture")
-		byURL, err := capbench(ctx, "verdict", "--store", "file://"+dir)
+		byURL, err := capbench(ctx, "verdict", "--json", "--store", "file://"+dir)
 		Expect(err).NotTo(HaveOccurred())
-		byDir, err := capbench(ctx, "verdict", "--capture-dir", dir)
+		byDir, err := capbench(ctx, "verdict", "--json", "--capture-dir", dir)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(byURL).To(ContainSubstring(`"rollout_id":"3-0"`))
 		Expect(byURL).To(Equal(byDir))
