@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,6 +44,9 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 				return err
 			}
 			o.Logger = logger
+			if o.RolloutSecret == "" {
+				o.RolloutSecret = os.Getenv(rolloutSecretEnv)
+			}
 			if o.SamplingOverrides, err = parseSamplingOverrides(overrides); err != nil {
 				return err
 			}
@@ -80,6 +84,8 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request (e.g. for Claude Code's claude-* names)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	addProxyLimitFlags(f, &o)
+	cmd.AddCommand(newRolloutTokenCmd())
 	return cmd
 }
 
