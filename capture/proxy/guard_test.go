@@ -1,8 +1,8 @@
 package proxy_test
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
