@@ -16,6 +16,7 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newChaosCmd(),
 	)
 	return root
 }

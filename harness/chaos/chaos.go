@@ -52,8 +52,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Binary == "" {
 		return c, errors.New("chaos: the capbench binary is required")
 	}
-	if c.Concurrency < 0 || c.Duration < 0 || c.Kills < 0 || c.WatchCalls < 0 || c.FloodConns < 0 || c.TmpfsBytes < 0 {
-		return c, errors.New("chaos: --concurrency, --duration, --kills, --calls, --flood-conns and --tmpfs-bytes must not be negative")
+	for _, f := range []struct {
+		flag string
+		neg  bool
+		v    any
+	}{
+		{"--concurrency", c.Concurrency < 0, c.Concurrency}, {"--duration", c.Duration < 0, c.Duration},
+		{"--kills", c.Kills < 0, c.Kills}, {"--calls", c.WatchCalls < 0, c.WatchCalls},
+		{"--flood-conns", c.FloodConns < 0, c.FloodConns}, {"--tmpfs-bytes", c.TmpfsBytes < 0, c.TmpfsBytes},
+	} {
+		if f.neg {
+			return c, fmt.Errorf("chaos: %s %v is negative", f.flag, f.v)
+		}
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -118,6 +128,12 @@ type Usage struct {
 type Result struct {
 	Version int   `json:"version"`
 	Rows    []Row `json:"rows"`
+}
+
+// Validate checks the configuration once, before any scenario starts.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
 }
 
 // Scenario is one attack.
