@@ -125,6 +125,11 @@ var _ = Describe("the proxy's guard", func() {
 			Entry("no token", "Bearer ", 401),
 		)
 
+		It("mints rollout tokens as docs/proxy-security.md writes them", func() {
+			// hmac.new(b"trainer-secret", b"capbench rollout token v1\x00" + b"rollout-7", sha256).hexdigest()
+			Expect(proxy.RolloutToken("trainer-secret", "rollout-7")).To(Equal("6d13860a6c9ef7593bb79f2017d77dae26262eec36ec9e6054ac9e1cbc0cd1f3"))
+		})
+
 		Context("with a rollout secret", func() {
 			var p *proxy.Proxy
 			const capPath = "/ng-rollout/r1/training-token-capture/v1/chat/completions"
