@@ -84,6 +84,7 @@ masked, or lost. Exits non-zero when a call was lost or a record is corrupt.`,
 	f.IntVar(&cfg.Kills, "kills", 3, "kill -9 count of the kill-9 scenario")
 	f.IntVar(&cfg.WatchCalls, "calls", 1500, "calls of the memory and descriptor watch")
 	f.IntVar(&cfg.FloodConns, "flood-conns", 1100, "idle connections of the slow-client flood")
+	f.Int64Var(&cfg.BodyBytes, "body-bytes", 4<<20, "size of each body of the big-bodies scenario")
 	f.Int64Var(&cfg.TmpfsBytes, "tmpfs-bytes", 2<<20, "size of the tmpfs the full-disk scenario fills")
 	f.BoolVar(&cfg.RequireTmpfs, "require-tmpfs", os.Getenv("CI") == "true", "fail, rather than skip, when no tmpfs can be mounted (default true when CI=true)")
 	f.StringSliceVar(&only, "scenario", nil, "run only these scenarios (comma-separated): "+strings.Join(scenarioNames(), ", "))

@@ -39,6 +39,9 @@ type Config struct {
 	WatchCalls int
 	// FloodConns is the number of idle connections of the flood (default 1100).
 	FloodConns int
+	// BodyBytes is the size of each body of the big-bodies scenario
+	// (default 4 MiB).
+	BodyBytes int64
 	// TmpfsBytes sizes the tmpfs that fills (default 2 MiB).
 	TmpfsBytes int64
 	// RequireTmpfs turns "cannot mount a tmpfs here" into an error instead
@@ -60,6 +63,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"--concurrency", c.Concurrency < 0, c.Concurrency}, {"--duration", c.Duration < 0, c.Duration},
 		{"--kills", c.Kills < 0, c.Kills}, {"--calls", c.WatchCalls < 0, c.WatchCalls},
 		{"--flood-conns", c.FloodConns < 0, c.FloodConns}, {"--tmpfs-bytes", c.TmpfsBytes < 0, c.TmpfsBytes},
+		{"--body-bytes", c.BodyBytes < 0, c.BodyBytes},
 	} {
 		if f.neg {
 			return c, fmt.Errorf("chaos: %s %v is negative", f.flag, f.v)
@@ -76,6 +80,9 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.FloodConns, 1100)
 	if c.Duration == 0 {
 		c.Duration = 3 * time.Second
+	}
+	if c.BodyBytes == 0 {
+		c.BodyBytes = 4 << 20
 	}
 	if c.TmpfsBytes == 0 {
 		c.TmpfsBytes = 2 << 20
@@ -105,9 +112,12 @@ type Row struct {
 	Corrupt int `json:"corrupt"`
 	// Masked counts acknowledged calls whose rollout is marked incomplete
 	// (mask_sample: the trainer drops it).
-	Masked       int    `json:"masked"`
-	PeakRSSBytes int64  `json:"peak_rss_bytes"`
-	Notes        string `json:"notes,omitempty"`
+	Masked       int   `json:"masked"`
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// PeerPeakRSSBytes is the peak of the run this one is compared with
+	// side by side (big bodies: a budget that admits every body at once).
+	PeerPeakRSSBytes int64  `json:"peer_peak_rss_bytes,omitempty"`
+	Notes            string `json:"notes,omitempty"`
 	// Usage is the watch's before/peak/after figures.
 	Usage *Usage `json:"usage,omitempty"`
 	// Skipped, when set, says why the scenario could not run here.
@@ -150,6 +160,7 @@ func Scenarios() []Scenario {
 		{"full-disk", FullDisk},
 		{"upstream-faults", UpstreamFaults},
 		{"slow-clients", SlowClientFlood},
+		{"big-bodies", BigBodies},
 		{"watch", Watch},
 	}
 }

@@ -30,6 +30,9 @@ type load struct {
 	maxCalls int64
 	client   *http.Client
 	header   http.Header
+	// padding, when > 0, pads every request body to about this many bytes
+	// with a field the engine ignores (a big request, not a long prompt).
+	padding int
 
 	tried atomic.Int64
 	acked atomic.Int64
@@ -96,17 +99,21 @@ func (l *load) rollout(stop, ctx context.Context, id string) {
 func (l *load) call(ctx context.Context, rollout string, msgs []any, stream bool) (string, bool) {
 	n := l.tried.Add(1)
 	base := l.proxies[int(n)%len(l.proxies)]
-	body, _ := json.Marshal(map[string]any{"model": scenarios.DefaultModel, "messages": msgs, "max_tokens": 12, "stream": stream})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+	req := map[string]any{"model": scenarios.DefaultModel, "messages": msgs, "max_tokens": 12, "stream": stream}
+	if l.padding > 0 {
+		req["metadata"] = padding(l.padding)
+	}
+	body, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost,
 		base+"/ng-rollout/"+rollout+"/training-token-capture/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return "", false
 	}
-	req.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Content-Type", "application/json")
 	for k, v := range l.header {
-		req.Header[k] = v
+		hreq.Header[k] = v
 	}
-	resp, err := l.client.Do(req)
+	resp, err := l.client.Do(hreq)
 	if err != nil {
 		l.note(0)
 		return "", false
@@ -163,6 +170,17 @@ func (l *load) failures() string {
 		parts = append(parts, fmt.Sprintf("%d×%s", l.status[s], name))
 	}
 	return strings.Join(parts, " ")
+}
+
+// padding is about n bytes of small JSON objects: decoding them costs what
+// a long agent transcript costs.
+func padding(n int) []any {
+	const each = 64
+	out := make([]any, 0, n/each)
+	for i := 0; i < n/each; i++ {
+		out = append(out, map[string]any{"k": i, "v": "padding-padding-padding-padding"})
+	}
+	return out
 }
 
 func readReply(r io.Reader) (id, text string, ok bool) {

@@ -427,3 +427,52 @@ func Watch(ctx context.Context, cfg Config) (Row, error) {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20)) }
+
+// BigBodies sends rounds of eight large bodies at once, first to a proxy
+// whose in-flight budget admits all eight, then to one with the default
+// budget (twice --max-body-bytes), and reports both peak resident sets: the
+// budget is what keeps a burst of big requests from taking the proxy's
+// memory with it.
+func BigBodies(ctx context.Context, cfg Config) (Row, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Row{}, err
+	}
+	const parallel, rounds = 8, 3
+	size := cfg.BodyBytes
+	limit := fmt.Sprint(size + size/4)
+	unbounded, err := bigBodyRun(ctx, cfg, "big-open", parallel, rounds, size,
+		"--max-body-bytes", limit, "--max-inflight-body-bytes", fmt.Sprint(int64(parallel+1)*(size+size/4)))
+	if err != nil {
+		return Row{}, err
+	}
+	row, err := bigBodyRun(ctx, cfg, "big", parallel, rounds, size, "--max-body-bytes", limit)
+	if err != nil {
+		return Row{}, err
+	}
+	row.Scenario = "big bodies"
+	row.Load = fmt.Sprintf("%d × %d MiB bodies at once, %d rounds", parallel, size>>20, rounds)
+	row.Faults = fmt.Sprintf("--max-body-bytes %s, default budget", limit)
+	row.Notes = strings.TrimSpace(fmt.Sprintf("budget for all %d: peak RSS %s %s", parallel, mib(unbounded.PeakRSSBytes), row.Notes))
+	row.PeerPeakRSSBytes = unbounded.PeakRSSBytes
+	return row, nil
+}
+
+// bigBodyRun is one half of BigBodies: one proxy with args, rounds of
+// parallel calls each padded to size bytes.
+func bigBodyRun(ctx context.Context, cfg Config, name string, parallel, rounds int, size int64, args ...string) (Row, error) {
+	s, err := newStack(ctx, cfg, name, vllm.Faults{})
+	if err != nil {
+		return Row{}, err
+	}
+	defer s.close()
+	p, err := s.addProxy(ctx, env.ProxySpec{Args: args})
+	if err != nil {
+		return Row{}, err
+	}
+	l := newLoad(name, parallel, p.URL())
+	l.padding = int(size)
+	l.maxCalls = int64(parallel * rounds)
+	l.run(ctx)
+	return s.finish(ctx, l, Row{}, s.dir)
+}
