@@ -165,6 +165,36 @@ var _ = Describe("the proxy's guard", func() {
 	})
 
 	Context("request bodies", func() {
+		DescribeTable("answers a model call without a JSON content type as vLLM does, before any capture work",
+			func(ctx SpecContext, path, contentType string, want string) {
+				p := startProxy(ctx, up.URL(), st, nil)
+				req, err := http.NewRequestWithContext(ctx, "POST", p.URL()+path, strings.NewReader(hiBody))
+				Expect(err).NotTo(HaveOccurred())
+				if contentType != "" {
+					req.Header.Set("Content-Type", contentType)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				Expect(err).NotTo(HaveOccurred())
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				Expect(resp.StatusCode).To(Equal(400))
+				Expect(string(b)).To(MatchJSON(want))
+				Expect(up.requests()).To(BeEmpty())
+				Expect(incomplete(ctx, st, "r1")).To(BeFalse())
+			},
+			Entry("none", "/ng-rollout/r1/training-token-capture/v1/chat/completions", "",
+				`{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}`),
+			Entry("text/plain", "/v1/completions", "text/plain",
+				`{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}`),
+			Entry("none, Messages", "/ng-rollout/r1/training-token-capture/v1/messages", "",
+				`{"type":"error","error":{"type":"invalid_request_error","message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}}`),
+		)
+		It("accepts application/json with parameters", func(ctx SpecContext) {
+			p := startProxy(ctx, up.URL(), st, nil)
+			r := do(ctx, "POST", p.URL()+"/v1/chat/completions", []byte(hiBody), map[string]string{"Content-Type": "application/json; charset=utf-8"})
+			Expect(r.Status).To(Equal(200), string(r.Body))
+		})
+
 		It("refuses a body over --max-body-bytes from its Content-Length, before reading it, in vLLM's error envelope", func(ctx SpecContext) {
 			p := startProxy(ctx, up.URL(), st, func(o *proxy.Options) { o.MaxBodyBytes = 1 << 10 })
 			// Headers only: a proxy that waits for the 10 MB never answers.
