@@ -17,6 +17,9 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newBenchCmd(),
 		newChaosCmd(),
+		newPlanCmd(),
+		newDoctorCmd(),
+		newWalkthroughCmd(),
 	)
 	return root
 }
