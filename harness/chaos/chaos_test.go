@@ -22,15 +22,16 @@ var (
 	rows []chaos.Row
 )
 
-var _ = BeforeSuite(func(ctx SpecContext) {
+// buildOnce builds capbench for the attack specs (the counts spec needs none).
+func buildOnce(ctx SpecContext) {
 	if testing.Short() {
-		Skip("the chaos suite builds capbench and runs proxy processes; skipped with -short")
+		Skip("the chaos scenarios build capbench and run proxy processes; skipped with -short")
 	}
 	bin, err := env.BuildBinary(ctx, GinkgoT().TempDir(), false)
 	Expect(err).NotTo(HaveOccurred())
 	cfg = chaos.Config{Binary: bin, Dir: GinkgoT().TempDir(), Concurrency: 8, Duration: 2 * time.Second, Kills: 3, BodyBytes: 3 << 20,
 		WatchCalls: 1000, FloodConns: 1100, RequireTmpfs: os.Getenv("CI") == "true", Log: GinkgoWriter}
-}, NodeTimeout(3*time.Minute))
+}
 
 var _ = AfterSuite(func() {
 	if len(rows) == 0 {
@@ -61,7 +62,9 @@ func run(ctx context.Context, scenario func(context.Context, chaos.Config) (chao
 	return row
 }
 
-var _ = Describe("the capture stack under attack", Label("chaos"), Serial, func() {
+var _ = Describe("the capture stack under attack", Label("chaos"), Serial, Ordered, ContinueOnFailure, func() {
+	BeforeAll(buildOnce, NodeTimeout(3*time.Minute))
+
 	It("keeps every acknowledged call through kill -9 of the proxy", func(ctx SpecContext) {
 		row := run(ctx, chaos.KillUnderLoad)
 		Expect(row.Stored + row.Masked).To(BeNumerically(">=", row.Acknowledged))
