@@ -255,6 +255,15 @@ var _ = Describe("the proxy's guard", func() {
 	})
 
 	Context("connections", func() {
+		DescribeTable("caps connections at half the descriptors by default",
+			func(nofile uint64, want int) { Expect(proxy.DefaultMaxConnectionsFor(nofile)).To(Equal(want)) },
+			Entry("unknown", uint64(0), proxy.DefaultMaxConnections),
+			Entry("1024", uint64(1024), 512),
+			Entry("825", uint64(825), 412),
+			Entry("tiny", uint64(10), 16),
+			Entry("a million", uint64(1<<20), proxy.DefaultMaxConnections),
+		)
+
 		It("closes a connection that does not finish its headers within --read-header-timeout", func(ctx SpecContext) {
 			p := startProxy(ctx, up.URL(), st, func(o *proxy.Options) { o.Limits.ReadHeaderTimeout = 200 * time.Millisecond })
 			c, err := net.Dial("tcp", hostOf(p.URL()))

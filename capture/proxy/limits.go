@@ -33,7 +33,9 @@ type Limits struct {
 	IdleTimeout time.Duration
 	// MaxConnections caps open client connections. At the cap the oldest
 	// idle keep-alive connection is closed to make room; when none is idle
-	// new connections wait in the listen queue.
+	// new connections wait in the listen queue. Default: half the process's
+	// descriptor limit (each call also holds an upstream connection and store
+	// files), at most DefaultMaxConnections.
 	MaxConnections int
 	// UpstreamTimeout bounds the wait for the upstream's response headers
 	// (for a non-streamed call: the whole generation). It applies to the
@@ -90,9 +92,18 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	def(&l.IdleTimeout, DefaultIdleTimeout)
 	def(&l.UpstreamTimeout, DefaultUpstreamTimeout)
 	if l.MaxConnections == 0 {
-		l.MaxConnections = DefaultMaxConnections
+		l.MaxConnections = defaultMaxConnections(openFileLimit())
 	}
 	return l, nil
+}
+
+// defaultMaxConnections keeps client connections to half the descriptors,
+// so that a flood of them cannot starve the upstream and the store.
+func defaultMaxConnections(nofile uint64) int {
+	if nofile == 0 || nofile/2 >= DefaultMaxConnections {
+		return DefaultMaxConnections
+	}
+	return max(16, int(nofile/2))
 }
 
 // admission is a FIFO weighted semaphore over body bytes. FIFO keeps a large
@@ -276,6 +287,10 @@ func (c *limitedConn) Close() error {
 // newServer is the http.Server Start runs, with the limits applied.
 func (p *Proxy) newServer(ctx context.Context, ln net.Listener) (*http.Server, net.Listener) {
 	lim := newConnLimiter(ln, p.opts.Limits.MaxConnections)
+	l := p.opts.Limits
+	p.log.Info("proxy limits", "max_connections", l.MaxConnections, "read_header_timeout", l.ReadHeaderTimeout,
+		"read_body_timeout", l.ReadBodyTimeout, "idle_timeout", l.IdleTimeout, "upstream_timeout", l.UpstreamTimeout,
+		"max_body_bytes", p.opts.MaxBodyBytes, "max_inflight_body_bytes", l.MaxInflightBodyBytes, "rollout_tokens", p.opts.RolloutSecret != "")
 	return &http.Server{
 		Handler:           p.handler,
 		ReadHeaderTimeout: p.opts.Limits.ReadHeaderTimeout,

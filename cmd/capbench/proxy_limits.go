@@ -24,7 +24,7 @@ func addProxyLimitFlags(f *pflag.FlagSet, o *proxy.Options) {
 	f.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", proxy.DefaultReadHeaderTimeout, "time a client has to send a request's headers")
 	f.DurationVar(&l.ReadBodyTimeout, "read-body-timeout", proxy.DefaultReadBodyTimeout, "time a client has to send a request's whole body (replies are not limited)")
 	f.DurationVar(&l.IdleTimeout, "idle-timeout", proxy.DefaultIdleTimeout, "close keep-alive connections idle this long")
-	f.IntVar(&l.MaxConnections, "max-connections", proxy.DefaultMaxConnections, "most client connections open at once; at the cap the oldest idle one is closed")
+	f.IntVar(&l.MaxConnections, "max-connections", 0, "most client connections open at once; at the cap the oldest idle one is closed (0: half the descriptor limit, at most 4096)")
 	f.DurationVar(&l.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "longest wait for the upstream's response headers (a non-streamed call's whole generation); 504 after it")
 	f.StringVar(&o.RolloutSecret, "rollout-secret", "", "require on every /ng-rollout/<id>/ call the token that \"capbench proxy rollout-token <id>\" prints (or set "+rolloutSecretEnv+")")
 }

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/scenarios"
 )
@@ -53,7 +51,8 @@ type ProxySpec struct {
 	Port int
 	// Args are extra flags (limits, timeouts).
 	Args []string
-	// MaxOpenFiles, when > 0, caps the process's descriptors (RLIMIT_NOFILE).
+	// MaxOpenFiles, when > 0, caps the process's descriptors (RLIMIT_NOFILE,
+	// set with the shell's ulimit before the proxy starts).
 	MaxOpenFiles uint64
 	// Log receives the process's output; nil discards it.
 	Log io.Writer
@@ -108,6 +107,11 @@ func (p *ProxyProcess) start(ctx context.Context) error {
 	args := append([]string{"proxy", "--upstream", p.spec.Upstream, "--capture-dir", p.spec.CaptureDir,
 		"--port", strconv.Itoa(p.spec.Port), "--log-level", "error"}, p.spec.Args...)
 	cmd := exec.Command(p.spec.Binary, args...)
+	if p.spec.MaxOpenFiles > 0 {
+		// Set before exec, so the proxy sizes its defaults from it: the
+		// shell lowers the limit and replaces itself with the proxy.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, p.spec.MaxOpenFiles), p.spec.Binary}, args...)...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -120,14 +124,6 @@ func (p *ProxyProcess) start(ctx context.Context) error {
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s proxy: %w", p.spec.Binary, err)
-	}
-	if p.spec.MaxOpenFiles > 0 {
-		lim := unix.Rlimit{Cur: p.spec.MaxOpenFiles, Max: p.spec.MaxOpenFiles}
-		if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return fmt.Errorf("limit the proxy's descriptors: %w", err)
-		}
 	}
 	done := make(chan struct{})
 	ready := make(chan struct{})
