@@ -17,13 +17,15 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/capbench
 
-# All tests, Ginkgo suites included (they run through go test).
+# All tests, Ginkgo suites included (they run through go test). The
+# summary tool prints one line per package, a failing package's output, and
+# at the end every skipped spec with its reason.
 test:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKG)
+	GO=$(GO) $(GO) run ./internal/testsummary -count=1 -timeout $(TEST_TIMEOUT) $(PKG)
 
 # Skips container, npm and slow specs.
 test-short:
-	$(GO) test -short -count=1 $(PKG)
+	GO=$(GO) $(GO) run ./internal/testsummary -short -count=1 $(PKG)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

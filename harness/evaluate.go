@@ -50,9 +50,9 @@ func render(v any) string {
 	return fmt.Sprint(v)
 }
 
-// compareRedundant checks a record that already carried token ids (§7.1
-// step 3): delivery must not touch it and must hand back a retirable
-// redundant build.
+// compareRedundant checks a record that already carried token ids (a native
+// agent; docs/consumer.md, "Delivery and retirement"): delivery must not touch
+// it and must hand back a retirable redundant build.
 func compareRedundant(want scenarios.Expect, got Got) []string {
 	var out []string
 	if got.Redundant != want.Redundant {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,7 +23,6 @@ import (
 //     character in it is a 404, never re-parsed on the way upstream;
 //   - unprefixed paths reach the upstream only on vLLM's API surface;
 //   - with a rollout secret, calls under /ng-rollout/<id>/ need that id's token;
-//   - model calls must declare a JSON body, as vLLM demands;
 //   - bodies over the limit are refused from Content-Length, before reading;
 //   - bodies in flight are admitted against a byte budget;
 //   - a body must arrive within the body timeout;
@@ -45,35 +43,10 @@ var forwardRoutes = map[string][]string{
 	"/v1/completions/render":      {http.MethodPost},
 }
 
-// servedRoutes are the paths the proxy's own handler answers.
-var servedRoutes = map[string]bool{
+// ownRoutes are the paths the proxy's own handler answers.
+var ownRoutes = map[string]bool{
 	pathChat: true, pathCompletions: true, pathResponses: true, pathMessages: true,
 	pathCountTokens: true, pathModels: true, pathHealth: true, pathMetrics: true,
-}
-
-// jsonRoutes are the POST routes whose body vLLM only accepts as JSON.
-var jsonRoutes = map[string]bool{
-	pathChat: true, pathCompletions: true, pathResponses: true, pathMessages: true, pathCountTokens: true,
-}
-
-// mediaTypeMessage is vLLM's (FastAPI's) refusal of a body that is not JSON.
-const mediaTypeMessage = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
-
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
-}
-
-// writeMediaTypeError answers a non-JSON body as vLLM does: 400 with the
-// request-validation type "Bad Request" (Anthropic's envelope on Messages).
-func writeMediaTypeError(w http.ResponseWriter, apiPath string) {
-	if strings.HasPrefix(apiPath, pathMessages) {
-		writeAnthropicError(w, http.StatusBadRequest, mediaTypeMessage)
-		return
-	}
-	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
-		"message": mediaTypeMessage, "type": "Bad Request", "param": nil, "code": http.StatusBadRequest,
-	}})
 }
 
 // routeMethods returns the methods allowed on a forwarded path, and whether
@@ -201,11 +174,13 @@ func (p *Proxy) serveGuarded(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r) // answered locally, never forwarded
 		return
 	}
-	if rt.RolloutID == "" && !servedRoutes[rt.APIPath] {
+	// A doubled /v1 goes on to the handler's 404, which names the fix.
+	if rt.RolloutID == "" && !ownRoutes[rt.APIPath] && !doubledV1(rt.APIPath) {
 		methods, ok := routeMethods(rt.APIPath)
 		if !ok {
 			g.rejected.WithLabelValues("route").Inc()
-			errw(w, http.StatusNotFound, "no such route: "+strconv.Quote(rt.APIPath)+" is not part of the API the proxy serves")
+			errw(w, http.StatusNotFound, "no such route: "+strconv.Quote(rt.APIPath)+" is not part of the API the proxy serves; the routes are "+
+				servedRoutes+", and the engine's non-generating routes (see docs/proxy-security.md)")
 			return
 		}
 		if !containsString(methods, r.Method) {
@@ -222,11 +197,6 @@ func (p *Proxy) serveGuarded(w http.ResponseWriter, r *http.Request, next http.H
 			return
 		}
 		r.Header.Del(RolloutTokenHeader) // never sent upstream
-	}
-	if r.Method == http.MethodPost && jsonRoutes[rt.APIPath] && !isJSON(r.Header.Get("Content-Type")) {
-		g.rejected.WithLabelValues("content_type").Inc()
-		writeMediaTypeError(w, rt.APIPath)
-		return
 	}
 	if r.ContentLength > p.opts.MaxBodyBytes {
 		g.rejected.WithLabelValues("body_too_large").Inc()

@@ -43,6 +43,9 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 				model = args[0] // the positional wins, as in vLLM
 			}
 			o.Model = model
+			if err := checkFakeFlags(cmd.Flags(), o, gpuMB); err != nil {
+				return err
+			}
 			if maxModelLen != "" {
 				n, err := gpu.ParseMaxModelLen(maxModelLen)
 				if err != nil {
@@ -64,6 +67,7 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 			}
 			o.APIKeys = apiKeys
 			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			warnProfile(cmd.ErrOrStderr(), o)
 			srv, err := vllm.New(o)
 			if err != nil {
 				return fmt.Errorf("engine startup failed: %w", err)
