@@ -8,7 +8,7 @@ TEST_TIMEOUT  ?= 20m
 BENCH         ?= .
 BENCHTIME     ?= 1s
 
-.PHONY: all build test test-short lint bench image demo clean
+.PHONY: all build test test-short lint bench image demo clean chaos
 
 all: build
 
@@ -35,6 +35,12 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(PKG)
+
+# The chaos scenarios, longer than the bounded form `make test` runs
+# (docs/chaos.md). Override e.g. CHAOS_ARGS='--duration 5m --kills 30'.
+CHAOS_ARGS    ?= --duration 30s --kills 30 --calls 50000 --concurrency 16
+chaos: build
+	$(BIN) chaos $(CHAOS_ARGS)
 
 # A FROM-scratch image holding the static binary (the fake vLLM and the proxy).
 image:

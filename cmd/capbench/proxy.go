@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 				return err
 			}
 			o.Logger = logger
+			if o.RolloutSecret == "" {
+				o.RolloutSecret = os.Getenv(rolloutSecretEnv)
+			}
 			if o.SamplingOverrides, err = parseSamplingOverrides(overrides); err != nil {
 				return err
 			}
@@ -87,6 +91,8 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request with this served name (needed for Claude Code, which asks for claude-* names)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	addProxyLimitFlags(f, &o)
+	cmd.AddCommand(newRolloutTokenCmd())
 	return cmd
 }
 

@@ -17,6 +17,7 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newChaosCmd(),
 		newPlanCmd(),
 		newDoctorCmd(),
 		newWalkthroughCmd(),
