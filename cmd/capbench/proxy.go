@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,8 +39,11 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 --capture-dir nothing is recorded. Metrics are at <proxy>/metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Upstream == "" {
-				return errors.New("--upstream is required")
+			if err := checkUpstream(o.Upstream); err != nil {
+				return err
+			}
+			if err := checkProxyFlags(o); err != nil {
+				return err
 			}
 			logger, err := proxyLogger(cmd, logLevel, logFormat)
 			if err != nil {
@@ -68,6 +70,9 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capture proxy at %s → %s (capture dir %q)\n", p.URL(), o.Upstream, captureDir)
+			if o.Store == nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), noStoreWarning)
+			}
 			if o.Model == "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), modelWarning(servedModels(cmd.Context(), o.Upstream, o.UpstreamAPIKey)))
 			}
@@ -95,6 +100,12 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	cmd.AddCommand(newRolloutTokenCmd())
 	return cmd
 }
+
+// noStoreWarning says what the proxy does without a store: the training
+// prefix is served like the summary prefix (docs/capture-path.md).
+const noStoreWarning = "warning: neither --capture-dir nor --store is set, so nothing is captured: " +
+	"calls under /ng-rollout/<rollout id>/training-token-capture/ are answered by the engine and logged as call summaries only, " +
+	"with no token record written (capbench verdict will find no records); start the proxy with --capture-dir DIR to capture them"
 
 // modelWarning tells a user who did not set --model that client model names
 // reach the engine as they are: Claude Code asks for claude-* names, which
@@ -145,26 +156,6 @@ func servedModels(ctx context.Context, upstream, apiKey string) []string {
 		}
 	}
 	return ids
-}
-
-// parseSamplingOverrides reads KEY=JSON pairs; a value that is not JSON is a string.
-func parseSamplingOverrides(pairs []string) (map[string]any, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]any, len(pairs))
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--sampling-override %q: want KEY=VALUE", p)
-		}
-		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			val = v
-		}
-		out[k] = val
-	}
-	return out, nil
 }
 
 func proxyLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
