@@ -36,7 +36,9 @@ func newProxyCmd() *cobra.Command {
   <proxy>/v1/...                                                 (forwarded)
 Chat Completions, Completions, Responses and Anthropic Messages are served;
 records go to --capture-dir in NeMo Gym's file-store format. Without
---capture-dir nothing is recorded. Metrics are at <proxy>/metrics.`,
+--capture-dir or --store nothing is recorded: calls under the training prefix
+are served and logged as call summaries only (docs/capture-path.md).
+--upstream is vLLM's base URL without /v1. Metrics are at <proxy>/metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUpstream(o.Upstream); err != nil {
@@ -89,7 +91,7 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringVar(&o.APIKey, "api-key", "", "key clients must send (Authorization: Bearer or x-api-key)")
 	f.StringVar(&o.UpstreamAPIKey, "upstream-api-key", "", "key sent to the upstream instead of the client's")
 	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
-	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=JSON pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); repeatable")
+	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=VALUE pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); keys: "+samplingKeyList()+"; repeatable")
 	f.BoolVar(&o.RequestTokenIDs, "request-token-ids", false, "ask vLLM for prompt ids with return_token_ids instead of calling /tokenize")
 	f.BoolVar(&o.DeltaRecords, "delta-records", false, "store resolved prompts as suffixes of the parent's tokens")
 	f.BoolVar(&o.BufferedStreams, "buffered-streams", false, "answer streaming clients as NeMo Gym's model server does: one non-streaming engine call, then the whole reply as a stream (default: pass the engine's stream through as it is generated)")

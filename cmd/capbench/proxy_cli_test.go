@@ -118,6 +118,7 @@ var _ = Describe("capbench proxy's startup checks", func() {
 		Entry("max_tokens as text", "max_tokens=lots", "max_tokens must be an integer >= 1"),
 		Entry("penalty out of range", "presence_penalty=3", "presence_penalty must be a number in [-2, 2]"),
 		Entry("stop list of numbers", "stop=[1,2]", "stop must be a string or a JSON array of strings"),
+		Entry("template kwargs not an object", "chat_template_kwargs=true", "chat_template_kwargs must be a JSON object"),
 		Entry("no =", "temperature", "want KEY=VALUE"),
 		Entry("empty key", "=0.6", "want KEY=VALUE"),
 		Entry("key with spaces", "top p=0.9", `"top p" is not a sampling parameter name`),
@@ -133,9 +134,10 @@ var _ = Describe("capbench proxy's startup checks", func() {
 	})
 
 	It("accepts valid values, JSON-typed, and bare strings for string keys", func() {
-		got, err := parseSamplingOverrides([]string{"temperature=0.6", "top_p=1", "top_k=-1", "max_tokens=4096", "stop=END"})
+		got, err := parseSamplingOverrides([]string{"temperature=0.6", "top_p=1", "top_k=-1", "max_tokens=4096", "stop=END", `chat_template_kwargs={"enable_thinking":false}`})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(got).To(Equal(map[string]any{"temperature": 0.6, "top_p": 1.0, "top_k": -1.0, "max_tokens": 4096.0, "stop": "END"}))
+		Expect(got).To(Equal(map[string]any{"temperature": 0.6, "top_p": 1.0, "top_k": -1.0, "max_tokens": 4096.0, "stop": "END",
+			"chat_template_kwargs": map[string]any{"enable_thinking": false}}))
 	})
 
 	It("warns at startup that nothing is captured without --capture-dir or --store", func(ctx SpecContext) {

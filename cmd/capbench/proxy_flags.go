@@ -81,6 +81,11 @@ func boolean(v any) (string, bool) {
 	return "true or false", ok
 }
 
+func object(v any) (string, bool) {
+	_, ok := v.(map[string]any)
+	return "a JSON object, such as {\"enable_thinking\":false}", ok
+}
+
 func stopValue(v any) (string, bool) {
 	const want = "a string or a JSON array of strings"
 	switch s := v.(type) {
@@ -117,7 +122,20 @@ var samplingChecks = map[string]samplingCheck{
 	"skip_special_tokens":           boolean,
 	"spaces_between_special_tokens": boolean,
 	"include_stop_str_in_output":    boolean,
+	"chat_template_kwargs":          object,
 }
+
+// samplingKeys are the keys --sampling-override accepts, sorted.
+func samplingKeys() []string {
+	names := make([]string, 0, len(samplingChecks))
+	for n := range samplingChecks {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func samplingKeyList() string { return strings.Join(samplingKeys(), ", ") }
 
 // parseSamplingOverrides reads --sampling-override KEY=JSON pairs and checks
 // each value against its key. A value that is not JSON is taken as a string
@@ -140,16 +158,11 @@ func parseSamplingOverrides(pairs []string) (map[string]any, error) {
 		}
 		check, known := samplingChecks[k]
 		if !known {
-			names := make([]string, 0, len(samplingChecks))
-			for n := range samplingChecks {
-				names = append(names, n)
-			}
-			slices.Sort(names)
 			hint := ""
-			if s := closest(k, names); s != "" {
+			if s := closest(k, samplingKeys()); s != "" {
 				hint = fmt.Sprintf("; did you mean %q?", s)
 			}
-			return nil, fmt.Errorf("--sampling-override %q: unknown sampling parameter %q%s (known: %s)", p, k, hint, strings.Join(names, ", "))
+			return nil, fmt.Errorf("--sampling-override %q: unknown sampling parameter %q%s (known: %s)", p, k, hint, samplingKeyList())
 		}
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
