@@ -69,7 +69,8 @@ are served and logged as call summaries only (docs/capture-path.md).
 				return err
 			}
 			if err := p.Start(cmd.Context()); err != nil {
-				return err
+				// Only listening can fail here: a bad --host or a taken --port.
+				return fmt.Errorf("--host %s --port %d: %w", o.Host, o.Port, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capture proxy at %s → %s (capture dir %q)\n", p.URL(), o.Upstream, captureDir)
 			if o.Store == nil {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +100,7 @@ var _ = Describe("capbench proxy's startup checks", func() {
 		Entry("port out of range", []string{"--upstream", "http://127.0.0.1:1", "--port", "70000"}, "--port 70000 is out of range"),
 		Entry("negative body limit", []string{"--upstream", "http://127.0.0.1:1", "--max-body-bytes", "-1"}, "--max-body-bytes -1 is negative"),
 		Entry("negative upstream timeout", []string{"--upstream", "http://127.0.0.1:1", "--upstream-timeout", "-5s"}, "--upstream-timeout -5s is negative"),
+		Entry("a host that does not resolve", []string{"--upstream", "http://127.0.0.1:1", "--host", "999.1.1.1"}, "--host 999.1.1.1 --port 0: "),
 		Entry("negative admission wait", []string{"--upstream", "http://127.0.0.1:1", "--admission-wait", "-1ms"}, "--admission-wait -1ms is negative"),
 	)
 
@@ -150,5 +154,17 @@ var _ = Describe("capbench proxy's startup checks", func() {
 		_, stderr := runProxyBriefly(ctx, "--upstream", "http://127.0.0.1:9", "--model", "policy", "--log-level", "error",
 			"--capture-dir", GinkgoT().TempDir())
 		Expect(stderr).NotTo(ContainSubstring("nothing is captured"))
+	})
+})
+
+var _ = Describe("capbench proxy on a taken port", func() {
+	It("fails at startup naming --port", func(ctx SpecContext) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(ln.Close)
+		port := ln.Addr().(*net.TCPAddr).Port
+		_, err = capbench(ctx, "proxy", "--upstream", "http://127.0.0.1:1", "--port", strconv.Itoa(port), "--capture-dir", GinkgoT().TempDir())
+		Expect(err).To(MatchError(ContainSubstring(fmt.Sprintf("--host 127.0.0.1 --port %d: ", port))))
+		Expect(err).To(MatchError(ContainSubstring("address already in use")))
 	})
 })
