@@ -156,19 +156,45 @@ func VerdictDir(ctx context.Context, src interface {
 	if err != nil {
 		return fmt.Errorf("list rollouts: %w", err)
 	}
-	bw := bufio.NewWriter(out)
+	bw := bufio.NewWriterSize(out, 64<<10)
 	for _, id := range ids {
 		res, err := Consume(ctx, src, id, Input{}, opts)
 		if err != nil {
 			return err
 		}
-		b, err := marshalNoEscape(NewVerdictLine(res))
-		if err != nil {
-			return fmt.Errorf("encode verdict of %s: %w", id, err)
-		}
-		if _, err := bw.Write(append(b, '\n')); err != nil {
-			return err
+		if err := writeVerdictLine(bw, NewVerdictLine(res)); err != nil {
+			return fmt.Errorf("write verdict of %s: %w", id, err)
 		}
 	}
 	return bw.Flush()
+}
+
+// writeVerdictLine streams v as one JSON line, with the bytes encoding/json
+// would write for the struct: the rebuilt output of a long rollout is tens of
+// megabytes and is never held whole.
+func writeVerdictLine(out io.Writer, v VerdictLine) error {
+	e := newJSONEncoder(out)
+	e.raw(`{"rollout_id":`)
+	if err := e.str(v.RolloutID); err != nil {
+		return err
+	}
+	e.raw(`,"mask_sample":`)
+	_ = e.value(v.MaskSample)
+	e.raw(`,"metrics":`)
+	if err := e.fallback(v.Metrics); err != nil {
+		return err
+	}
+	e.raw(`,"error":`)
+	if v.Error == nil {
+		e.raw("null")
+	} else if err := e.str(*v.Error); err != nil {
+		return err
+	}
+	e.raw(`,"output":`)
+	if err := e.value(v.Output); err != nil {
+		return err
+	}
+	e.raw("}\n")
+	e.flush()
+	return e.err
 }

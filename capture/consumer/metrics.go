@@ -176,14 +176,12 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// marshalNoEscape encodes v without HTML escaping (Python does not escape
-// <, > or &).
+// marshalNoEscape encodes v as encoding/json does without HTML escaping
+// (Python does not escape <, > or &).
 func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e := newJSONEncoder(nil)
+	if err := e.value(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return e.buf, nil
 }

@@ -8,3 +8,7 @@ func (m *MemoryStore) TrackedRollouts() int {
 	defer m.mu.Unlock()
 	return len(m.rollouts)
 }
+
+// WithTailChunk makes reconciliation read the JSONL tail n bytes at a time,
+// so specs can put chunk boundaries anywhere.
+func WithTailChunk(n int) FileOption { return func(s *FileStore) { s.tailChunk = n } }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ const (
 type FileStore struct {
 	dir           string
 	stateEveryPut bool
+	tailChunk     int // bytes reconciliation reads at once; 0 means tailChunkBytes
 
 	mu    sync.Mutex
 	slots map[string]*slot
@@ -403,71 +405,89 @@ func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool
 		return false, nil, nil
 	}
 	path := s.path(id, suffixJSONL)
-	tail := []byte{}
-	if jsonlSize > 0 {
-		f, err := os.Open(path)
-		if err != nil {
-			return false, nil, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
-		}
-		tail = make([]byte, jsonlSize-st.IndexedSize)
-		_, err = f.ReadAt(tail, st.IndexedSize)
-		_ = f.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, nil, fmt.Errorf("store: read %s: %w", filepath.Base(path), err)
-		}
-	}
 	read := &reconciled{from: st.IndexedSize}
-	var parser record.LineParser
-	pending := map[string]string{}
-	recovered := 0
-	newSize := jsonlSize
-	for pos, rest := st.IndexedSize, tail; len(rest) > 0; {
-		line, next := nextLine(rest)
-		lineStart := pos
-		pos += int64(len(rest) - len(next))
-		rest = next
-		payload := trimLine(line)
-		if len(payload) == 0 {
-			continue
-		}
-		e, err := parser.Parse(payload)
-		if err != nil && !json.Valid(payload) {
-			if len(trimLine(rest)) > 0 {
-				return false, nil, fmt.Errorf("%w: %s: line at byte %d is not JSON and more content follows it",
-					ErrCorrupt, id, lineStart)
-			}
-			// A torn tail: the write that produced it never returned, so no
-			// caller was told it was stored.
-			newSize = lineStart
-			if repair {
-				if err := truncateSync(path, newSize); err != nil {
-					return false, nil, err
-				}
-			}
-			break
-		}
-		if err != nil {
-			return false, nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, lineStart, err)
-		}
-		digest := record.EntryDigest(payload)
-		existing, ok := pending[e.ModelCallID]
-		if !ok {
-			existing, ok = st.EntryDigests[e.ModelCallID]
-		}
-		if ok && existing != digest {
-			if repair {
-				st.Incomplete = true
-				st.Version++
-				if err := s.writeState(id, st, true); err != nil {
-					return false, nil, err
-				}
-			}
-			return false, nil, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
-		}
-		pending[e.ModelCallID] = digest
-		read.entries = append(read.entries, e)
-		recovered++
+	chunk := s.tailChunk
+	if chunk <= 0 {
+		chunk = tailChunkBytes
 	}
+	tr, err := openTail(path, st.IndexedSize, jsonlSize, chunk)
+	if err != nil {
+		return false, nil, err
+	}
+	defer tr.close()
+	var parser record.LineParser
+	newSize := jsonlSize
+	var stop error // the parse failure that ends the tail, if any
+	pending := map[string]string{}
+	// The tail is read in chunks of whole lines, so a cold 21 MB rollout
+	// never sits in memory whole; each chunk's digests are computed while it
+	// is parsed. Conflicts are checked in file order over the lines before
+	// the first failure, so the first problem in the file is the one
+	// reported, as a single pass would.
+	for done := false; !done && stop == nil; {
+		lines, last, err := tr.next()
+		if err != nil {
+			return false, nil, err
+		}
+		done = last
+		digests := hashLines(lines)
+		parsed := 0
+		for i, l := range lines {
+			e, err := parser.Parse(l.payload)
+			if err != nil && !json.Valid(l.payload) {
+				follows := i+1 < len(lines)
+				if !follows && !last {
+					if follows, err = tr.restHasContent(); err != nil {
+						return false, nil, err
+					}
+				}
+				if follows {
+					stop = fmt.Errorf("%w: %s: line at byte %d is not JSON and more content follows it",
+						ErrCorrupt, id, l.start)
+					break
+				}
+				// A torn tail: the write that produced it never returned, so
+				// no caller was told it was stored.
+				newSize = l.start
+				done = true
+				break
+			}
+			if err != nil {
+				stop = fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, l.start, err)
+				break
+			}
+			read.entries = append(read.entries, e)
+			parsed++
+		}
+		digs := digests()
+		for i, e := range read.entries[len(read.entries)-parsed:] {
+			digest := digs[i]
+			existing, ok := pending[e.ModelCallID]
+			if !ok {
+				existing, ok = st.EntryDigests[e.ModelCallID]
+			}
+			if ok && existing != digest {
+				if repair {
+					st.Incomplete = true
+					st.Version++
+					if err := s.writeState(id, st, true); err != nil {
+						return false, nil, err
+					}
+				}
+				return false, nil, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
+			}
+			pending[e.ModelCallID] = digest
+		}
+	}
+	if stop != nil {
+		return false, nil, stop
+	}
+	if newSize != jsonlSize && repair {
+		if err := truncateSync(path, newSize); err != nil {
+			return false, nil, err
+		}
+	}
+	recovered := len(read.entries)
 	for k, v := range pending {
 		st.EntryDigests[k] = v
 	}
@@ -478,6 +498,177 @@ func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool
 	st.Legacy = false
 	st.legacyRaw = nil
 	return true, read, nil
+}
+
+// tailLine is one non-blank line of a JSONL tail: its payload (trimmed as
+// Python's bytes.strip trims) and the file offset the line starts at.
+type tailLine struct {
+	payload []byte
+	start   int64
+}
+
+// splitLines cuts a tail read from file offset base into its non-blank lines.
+func splitLines(tail []byte, base int64) []tailLine {
+	var out []tailLine
+	for pos, rest := base, tail; len(rest) > 0; {
+		line, next := nextLine(rest)
+		start := pos
+		pos += int64(len(rest) - len(next))
+		rest = next
+		if payload := trimLine(line); len(payload) > 0 {
+			out = append(out, tailLine{payload: payload, start: start})
+		}
+	}
+	return out
+}
+
+// tailChunkBytes is how much of a JSONL tail reconciliation reads at once
+// (more when one line is longer).
+const tailChunkBytes = 4 << 20
+
+// tailReader reads the bytes [from, to) of a JSONL file as chunks of whole
+// lines.
+type tailReader struct {
+	f        *os.File
+	name     string
+	pos, end int64 // next file offset to read; end of the tail
+	buf      []byte
+	base     int64 // file offset of buf[0]
+	consumed int   // bytes at the front of buf the last chunk returned
+}
+
+func openTail(path string, from, to int64, chunk int) (*tailReader, error) {
+	tr := &tailReader{name: filepath.Base(path), pos: from, end: to, base: from}
+	if to <= from {
+		return tr, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", tr.name, err)
+	}
+	tr.f = f
+	tr.buf = make([]byte, 0, min(to-from, int64(chunk)))
+	return tr, nil
+}
+
+func (tr *tailReader) close() {
+	if tr.f != nil {
+		_ = tr.f.Close()
+	}
+}
+
+// fill reads more of the tail into buf, growing it when it is full.
+func (tr *tailReader) fill() error {
+	if len(tr.buf) == cap(tr.buf) {
+		tr.buf = slices.Grow(tr.buf, cap(tr.buf))
+	}
+	want := min(int64(cap(tr.buf)-len(tr.buf)), tr.end-tr.pos)
+	n, err := tr.f.ReadAt(tr.buf[len(tr.buf):len(tr.buf)+int(want)], tr.pos)
+	tr.buf = tr.buf[:len(tr.buf)+n]
+	tr.pos += int64(n)
+	if errors.Is(err, io.EOF) {
+		// The file is shorter than its stat said: what is there is the tail.
+		tr.end = tr.pos
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", tr.name, err)
+	}
+	return nil
+}
+
+// next returns the non-blank lines of the next chunk and whether it is the
+// last one. A chunk ends at a newline unless it is the last.
+func (tr *tailReader) next() ([]tailLine, bool, error) {
+	if tr.f == nil {
+		return nil, true, nil
+	}
+	// Drop what the previous chunk returned: the caller is done with its
+	// lines, so the buffer is reused.
+	if tr.consumed > 0 {
+		n := copy(tr.buf, tr.buf[tr.consumed:])
+		tr.buf = tr.buf[:n]
+		tr.base += int64(tr.consumed)
+		tr.consumed = 0
+	}
+	for {
+		if tr.pos >= tr.end {
+			lines := splitLines(tr.buf, tr.base)
+			return lines, true, nil
+		}
+		if err := tr.fill(); err != nil {
+			return nil, false, err
+		}
+		if tr.pos >= tr.end {
+			continue
+		}
+		if cut := bytes.LastIndexByte(tr.buf, '\n'); cut >= 0 {
+			tr.consumed = cut + 1
+			return splitLines(tr.buf[:cut+1], tr.base), false, nil
+		}
+	}
+}
+
+// restHasContent reports whether anything but whitespace follows the chunk
+// just returned. The chunk's lines may still be in use, so it reads into a
+// buffer of its own.
+func (tr *tailReader) restHasContent() (bool, error) {
+	if len(trimLine(tr.buf[tr.consumed:])) > 0 {
+		return true, nil
+	}
+	tr.base += int64(len(tr.buf))
+	tr.buf, tr.consumed = make([]byte, 0, cap(tr.buf)), 0
+	for {
+		if tr.pos >= tr.end {
+			return false, nil
+		}
+		if err := tr.fill(); err != nil {
+			return false, err
+		}
+		if len(trimLine(tr.buf)) > 0 {
+			return true, nil
+		}
+		tr.base += int64(len(tr.buf))
+		tr.buf = tr.buf[:0]
+	}
+}
+
+// parallelHashBytes is the tail size from which entry digests are computed
+// on a second goroutine while the lines are parsed.
+const parallelHashBytes = 1 << 20
+
+// hashLines starts computing every line's entry digest and returns a
+// function that waits for them. A large tail is hashed by a helper goroutine
+// while the caller parses, and the caller joins in when it asks for the
+// result; lines are taken from a shared counter, so both finish together.
+// On a cold 21 MB rollout the digests cost about as much as everything else
+// in a freeze.
+func hashLines(lines []tailLine) func() []string {
+	digests := make([]string, len(lines))
+	size := 0
+	for _, l := range lines {
+		size += len(l.payload)
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(lines) {
+				return
+			}
+			digests[i] = record.EntryDigest(lines[i].payload)
+		}
+	}
+	if size < parallelHashBytes || runtime.GOMAXPROCS(0) < 2 {
+		return func() []string { work(); return digests }
+	}
+	var wg sync.WaitGroup
+	wg.Go(work)
+	return func() []string {
+		work()
+		wg.Wait()
+		return digests
+	}
 }
 
 func truncateSync(path string, size int64) error {
