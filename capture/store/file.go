@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,9 +48,19 @@ type FileStore struct {
 	dir           string
 	stateEveryPut bool
 	tailChunk     int // bytes reconciliation reads at once; 0 means tailChunkBytes
+	log           *slog.Logger
 
 	mu    sync.Mutex
 	slots map[string]*slot
+	// idle lists the slots no operation holds, most recently used first
+	// (guarded by mu). At most maxIdle are kept, so memory and open
+	// descriptors stay flat however many rollouts the store has written.
+	idle      list.List
+	maxIdle   int
+	idleFlush time.Duration
+	lastSweep time.Time // guarded by mu; last scan for slots idle past idleFlush
+
+	writeFailures, diskFull atomic.Uint64
 
 	readBuf []byte // guarded by mu; see takeReadBuffer
 }
@@ -70,11 +82,42 @@ func WithStateWriteEveryPut() FileOption {
 	return func(s *FileStore) { s.stateEveryPut = true }
 }
 
-// slot is the in-process side of one rollout: its mutex and cached state.
+// WithLogger sets where the store's warnings go (default slog.Default()).
+func WithLogger(l *slog.Logger) FileOption {
+	return func(s *FileStore) { s.log = l }
+}
+
+// WithMaxIdleRollouts bounds how many rollouts no operation is using the
+// store keeps state and descriptors for (default 256). The least recently
+// used beyond it are forgotten: a pending (lazy) state is not written, which
+// loses nothing, because the JSONL is the record and any reader rebuilds the
+// index from its tail (see docs/store.md).
+func WithMaxIdleRollouts(n int) FileOption {
+	return func(s *FileStore) { s.maxIdle = n }
+}
+
+// WithIdleFlush sets how long a rollout goes unused before its pending state
+// is written and its slot forgotten (default 30 s).
+func WithIdleFlush(d time.Duration) FileOption {
+	return func(s *FileStore) { s.idleFlush = d }
+}
+
+const (
+	defaultMaxIdle   = 256
+	defaultIdleFlush = 30 * time.Second
+)
+
+// slot is the in-process side of one rollout: its mutex, cached state and
+// open descriptors.
 type slot struct {
+	id    string
 	mu    sync.RWMutex
 	refs  int // guarded by FileStore.mu
 	cache *stateCache
+	files openFiles // used and changed only under mu held exclusively
+
+	elem     *list.Element // in FileStore.idle while refs == 0; guarded by FileStore.mu
+	lastUsed time.Time     // guarded by FileStore.mu
 }
 
 type stateCache struct {
@@ -102,7 +145,7 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if dir == "" {
 		return nil, errors.New("store: directory must not be empty")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("store: create directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
@@ -118,10 +161,15 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	}
 	_ = probe.Close()
 	_ = os.Remove(probe.Name())
-	s := &FileStore{dir: dir, slots: map[string]*slot{}}
+	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.warnIfShared(fi)
+	s.removeStaleTemps()
 	return s, nil
 }
 
@@ -137,7 +185,7 @@ type held struct {
 	s         *FileStore
 	id        string
 	sl        *slot
-	lk        *fileLock
+	lk        *appender
 	exclusive bool
 }
 
@@ -151,17 +199,26 @@ func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held,
 	s.mu.Lock()
 	sl := s.slots[id]
 	if sl == nil {
-		sl = &slot{}
+		sl = &slot{id: id}
 		s.slots[id] = sl
+	}
+	if sl.elem != nil {
+		s.idle.Remove(sl.elem)
+		sl.elem = nil
 	}
 	sl.refs++
 	s.mu.Unlock()
+	// An exclusive holder locks through the slot's kept descriptor; shared
+	// holders run at once, so each needs a descriptor (and a flock) of its
+	// own.
+	var cached *appender
 	if exclusive {
 		sl.mu.Lock()
+		cached, sl.files.lock = sl.files.lock, nil
 	} else {
 		sl.mu.RLock()
 	}
-	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive)
+	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive, cached)
 	if err != nil {
 		h := &held{s: s, id: id, sl: sl, exclusive: exclusive}
 		h.unlock()
@@ -175,25 +232,121 @@ func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held,
 // run does not keep every finished rollout's index in memory.
 func (h *held) unlock() {
 	if h.lk != nil {
-		h.lk.release()
+		release(h.lk, h.exclusive)
+		if h.exclusive {
+			h.sl.files.lock = h.lk
+		}
 	}
 	c := h.sl.cache
 	evict := c == nil || (!c.dirty && (c.st.Frozen || c.st.Retired))
-	h.s.mu.Lock()
+	s := h.s
+	s.mu.Lock()
 	h.sl.refs--
-	if h.sl.refs == 0 && evict && h.s.slots[h.id] == h.sl {
-		delete(h.s.slots, h.id)
+	var victims []*slot
+	if h.sl.refs == 0 && s.slots[h.id] == h.sl {
+		if evict && h.exclusive {
+			delete(s.slots, h.id)
+			victims = append(victims, h.sl)
+		} else {
+			h.sl.lastUsed = time.Now()
+			h.sl.elem = s.idle.PushFront(h.sl)
+			victims = s.trimIdle(victims)
+		}
 	}
-	h.s.mu.Unlock()
+	idleScan := s.idleFlush > 0 && time.Since(s.lastSweep) >= time.Second
+	if idleScan {
+		s.lastSweep = time.Now()
+	}
+	s.mu.Unlock()
 	if h.exclusive {
 		h.sl.mu.Unlock()
 	} else {
 		h.sl.mu.RUnlock()
 	}
+	// Victims are unreachable (unmapped, no holder): nobody else can
+	// touch their descriptors.
+	for _, v := range victims {
+		v.files.close()
+	}
+	if idleScan {
+		s.flushIdle()
+	}
 }
 
+// trimIdle forgets the least recently used idle slots beyond maxIdle.
+// Caller holds s.mu.
+func (s *FileStore) trimIdle(victims []*slot) []*slot {
+	for s.idle.Len() > max(s.maxIdle, 0) {
+		v := s.idle.Remove(s.idle.Back()).(*slot)
+		v.elem = nil
+		s.unmap(v)
+		victims = append(victims, v)
+	}
+	return victims
+}
+
+// unmap removes an idle slot from the map. Caller holds s.mu.
+func (s *FileStore) unmap(v *slot) {
+	if s.slots[v.id] == v {
+		delete(s.slots, v.id)
+	}
+}
+
+// flushIdle writes the pending state of rollouts unused for idleFlush and
+// forgets them, so a rollout that went quiet leaves a directory that needs
+// no reconciliation, and Close has little left to do.
+func (s *FileStore) flushIdle() {
+	cutoff := time.Now().Add(-s.idleFlush)
+	var victims []*slot
+	s.mu.Lock()
+	for e := s.idle.Back(); e != nil; {
+		v := e.Value.(*slot)
+		if v.lastUsed.After(cutoff) {
+			break
+		}
+		prev := e.Prev()
+		s.idle.Remove(e)
+		v.elem = nil
+		s.unmap(v)
+		victims = append(victims, v)
+		e = prev
+	}
+	s.mu.Unlock()
+	for _, v := range victims {
+		if err := s.writePending(v); err != nil {
+			s.log.Warn("writing an idle rollout's state failed; readers rebuild it from the records", "rollout_id", v.id, "err", err)
+		}
+		v.files.close()
+	}
+}
+
+// writePending writes an unreachable slot's pending state under the
+// rollout's flock, if the files are still as the slot left them.
+func (s *FileStore) writePending(v *slot) error {
+	c := v.cache
+	if c == nil || !c.dirty {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	cached := v.files.lock
+	v.files.lock = nil
+	lk, err := acquireFileLock(ctx, s.path(v.id, suffixLock), true, cached)
+	if err != nil {
+		return err
+	}
+	defer release(lk, false)
+	key, err := s.currentKey(v.id)
+	if err != nil || key != c.key {
+		return err
+	}
+	return s.writeState(v.id, c.st, false)
+}
+
+// statFile is the key of path itself (a planted link is not followed: its
+// key never matches a descriptor the store opened).
 func statFile(path string) (statKey, error) {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return statKey{}, nil
 	}
@@ -244,7 +397,7 @@ func (h *held) load() (*State, filesKey, error) {
 }
 
 func (s *FileStore) readStateFile(id string) (State, error) {
-	data, err := os.ReadFile(s.path(id, suffixState))
+	data, err := readRegular(s.path(id, suffixState))
 	if errors.Is(err, os.ErrNotExist) {
 		return newState(), nil
 	}
@@ -297,7 +450,7 @@ func (s *FileStore) writeState(id string, st *State, durable bool) error {
 	b = append(b, '\n')
 	f, err := os.CreateTemp(s.dir, stateTempPattern)
 	if err != nil {
-		return fmt.Errorf("store: state temp file: %w", err)
+		return s.failed(&WriteError{Path: s.dir, Op: "create a state temp file in", Err: err})
 	}
 	tmp := f.Name()
 	ok := false
@@ -308,19 +461,19 @@ func (s *FileStore) writeState(id string, st *State, durable bool) error {
 	}()
 	if _, err := f.Write(b); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("store: write state: %w", err)
+		return s.failed(&WriteError{Path: tmp, Op: "write state to", Err: err})
 	}
 	if durable {
 		if err := f.Sync(); err != nil {
 			_ = f.Close()
-			return fmt.Errorf("store: fsync state: %w", err)
+			return s.failed(&WriteError{Path: tmp, Op: "fsync state", Err: err})
 		}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("store: close state: %w", err)
+		return s.failed(&WriteError{Path: tmp, Op: "close state", Err: err})
 	}
 	if err := os.Rename(tmp, s.path(id, suffixState)); err != nil {
-		return fmt.Errorf("store: rename state: %w", err)
+		return s.failed(&WriteError{Path: s.path(id, suffixState), Op: "rename state to", Err: err})
 	}
 	ok = true
 	if durable {
@@ -341,30 +494,20 @@ func (s *FileStore) syncDir() error {
 	return nil
 }
 
-// appendLine appends data to path and fsyncs it. If the write fails part-way
-// the file is truncated back, so nothing half-written stays behind.
-func appendLine(path string, data []byte) (statKey, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// appendLine appends data to path through a descriptor of its own and
+// fsyncs it (for the rare appends that need no kept descriptor).
+func (s *FileStore) appendLine(path string, data []byte) (statKey, error) {
+	cur, err := statFile(path)
 	if err != nil {
-		return statKey{}, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+		return statKey{}, err
 	}
-	defer f.Close()
-	before, err := f.Stat()
-	if err != nil {
-		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Truncate(before.Size())
-		return statKey{}, fmt.Errorf("store: append to %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		return statKey{}, fmt.Errorf("store: fsync %s: %w", filepath.Base(path), err)
-	}
-	after, err := f.Stat()
-	if err != nil {
-		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
-	}
-	return keyOf(after), nil
+	var a *appender
+	defer func() {
+		if a != nil {
+			_ = a.f.Close()
+		}
+	}()
+	return s.appendTo(&a, path, cur, data)
 }
 
 // trimLine strips what Python's bytes.strip strips (ASCII whitespace only).
@@ -542,9 +685,9 @@ func openTail(path string, from, to int64, chunk int) (*tailReader, error) {
 	if to <= from {
 		return tr, nil
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", tr.name, err)
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	tr.f = f
 	tr.buf = make([]byte, 0, min(to-from, int64(chunk)))
@@ -672,9 +815,9 @@ func hashLines(lines []tailLine) func() []string {
 }
 
 func truncateSync(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := openRegular(path, os.O_WRONLY)
 	if err != nil {
-		return fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("store: open %s: %w", path, err)
 	}
 	defer f.Close()
 	if err := f.Truncate(size); err != nil {
@@ -759,7 +902,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 		return fmt.Errorf("store: rollout %s: model call id %q: %w", id, e.ModelCallID, ErrConflict)
 	}
 	line := append(canonical, '\n')
-	jk, err := appendLine(s.path(id, suffixJSONL), line)
+	jk, err := s.appendTo(&h.sl.files.jsonl, s.path(id, suffixJSONL), key.jsonl, line)
 	if err != nil {
 		h.forget()
 		return err
@@ -796,7 +939,12 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 	if err := lifecycleErr(rolloutID, st); err != nil {
 		return err
 	}
-	if _, err := appendLine(s.path(rolloutID, suffixIntents), []byte(callID+"\n")); err != nil {
+	path := s.path(rolloutID, suffixIntents)
+	cur, err := statFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := s.appendTo(&h.sl.files.intents, path, cur, []byte(callID+"\n")); err != nil {
 		return err
 	}
 	return nil
@@ -824,7 +972,7 @@ func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string
 		return err
 	}
 	h.remember(st, false)
-	if _, err := appendLine(s.path(rolloutID, suffixIncomplete), []byte(callID+"\n")); err != nil {
+	if _, err := s.appendLine(s.path(rolloutID, suffixIncomplete), []byte(callID+"\n")); err != nil {
 		return err
 	}
 	return s.syncDir()
@@ -970,11 +1118,16 @@ func (s *FileStore) keepReadBuffer(b []byte) {
 // readAll reads the whole file at path into buf (reusing its capacity), as
 // os.ReadFile does.
 func readAll(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return buf, err
 	}
 	defer f.Close()
+	return readAllFrom(f, buf)
+}
+
+// readAllFrom reads the rest of f into buf (reusing its capacity).
+func readAllFrom(f *os.File, buf []byte) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		// One byte more than the size, so the read that finds EOF needs
 		// no growth.
@@ -1068,7 +1221,7 @@ func parseLines(id string, data []byte, base int64, tolerateTorn bool, dst []*re
 // danglingIntents lists intents with neither an entry nor a cancel line
 // ("-<call id>", written by Gym's cancel_call extension), sorted.
 func (s *FileStore) danglingIntents(id string, entries []*record.Entry) ([]string, error) {
-	data, err := os.ReadFile(s.path(id, suffixIntents))
+	data, err := readRegular(s.path(id, suffixIntents))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -1313,8 +1466,10 @@ func (s *FileStore) sharedState(ctx context.Context, rolloutID string, reconcile
 }
 
 // Close writes the state of rollouts whose puts left it pending, so the
-// directory needs no reconciliation when this process is gone. The store
-// stays usable.
+// directory needs no reconciliation when this process is gone, and closes
+// the descriptors idle rollouts kept. The work is bounded: at most the
+// rollouts in use plus WithMaxIdleRollouts idle ones have anything pending.
+// The store stays usable.
 func (s *FileStore) Close() error {
 	s.mu.Lock()
 	var ids []string
@@ -1334,11 +1489,10 @@ func (s *FileStore) Close() error {
 				if err := s.writeState(id, c.st, false); err != nil {
 					errs = append(errs, err)
 				}
-				h.remember(c.st, false)
-			} else {
-				h.forget()
 			}
 		}
+		// Nothing is pending now: the slot is forgotten on unlock.
+		h.forget()
 		h.unlock()
 	}
 	return errors.Join(errs...)
