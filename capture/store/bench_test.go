@@ -3,9 +3,15 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
@@ -162,4 +168,85 @@ func BenchmarkRollout200x32k(b *testing.B) {
 			b.ReportMetric(freezeTime.Seconds()/float64(b.N), "freeze-s")
 		})
 	}
+}
+
+// BenchmarkCall is one captured call as the proxy makes it: begin_call, then
+// put (two durable appends), with R rollouts written at once and K calls per
+// rollout before the writer moves to a new rollout (so K=1 creates the
+// rollout's files on every call). The peer, measured in the same run, is the
+// floor: two bare write+fdatasync appends per call to R already-open files.
+func BenchmarkCall(b *testing.B) {
+	for _, rollouts := range []int{1, 16, 64} {
+		for _, perRollout := range []int{1, 50} {
+			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", rollouts, perRollout), func(b *testing.B) {
+				s := newBenchStore(b, nil)
+				ctx := context.Background()
+				n := max(b.N, rollouts)
+				floor := syncFloor(b, rollouts, n)
+				b.ResetTimer()
+				start := time.Now()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for r := range rollouts {
+					wg.Go(func() {
+						for j := 0; ; j++ {
+							i := int(next.Add(1) - 1)
+							if i >= n {
+								return
+							}
+							id := fmt.Sprintf("roll-%d-%d", r, j/perRollout)
+							e := benchEntry(id, i)
+							if err := s.BeginCall(ctx, id, e.ModelCallID); err != nil {
+								b.Error(err)
+								return
+							}
+							if err := s.Put(ctx, e); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				rate := float64(n) / time.Since(start).Seconds()
+				b.ReportMetric(rate, "calls/s")
+				b.ReportMetric(floor, "floor-calls/s")
+				b.ReportMetric(rate/floor, "of-floor")
+			})
+		}
+	}
+}
+
+// syncFloor is the calls/s of two bare 2 KB write+fdatasync appends per call
+// on c open files at once.
+func syncFloor(b *testing.B, c, n int) float64 {
+	dir := b.TempDir()
+	line := make([]byte, 2048)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range c {
+		wg.Go(func() {
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(w)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer f.Close()
+			for next.Add(1) <= int64(n) {
+				for range 2 {
+					if _, err := f.Write(line); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := unix.Fdatasync(int(f.Fd())); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
 }
