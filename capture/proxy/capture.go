@@ -291,6 +291,10 @@ type beginError struct{ err error }
 func (e *beginError) Error() string { return "registering the call intent failed: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
 
+// diskFull reports a begin_call that failed because the capture disk is
+// full (no call runs without its intent, so the call fails retryably).
+func (e *beginError) diskFull() bool { return errors.Is(e.err, store.ErrDiskFull) }
+
 func (e *beginError) status() int {
 	switch {
 	case errors.Is(e.err, store.ErrInvalidRolloutID):

@@ -85,6 +85,13 @@ func writeExchangeError(w http.ResponseWriter, err error, errw errorWriter, pass
 	}
 	var be *beginError
 	if errors.As(err, &be) {
+		if be.diskFull() {
+			// A full capture disk clears when space is freed: tell the
+			// client when to retry, and which disk (not its path).
+			w.Header().Set("Retry-After", diskFullRetryAfter)
+			errw(w, http.StatusServiceUnavailable, msgDiskFull)
+			return
+		}
 		errw(w, be.status(), be.Error())
 		return
 	}

@@ -250,3 +250,68 @@ func syncFloor(b *testing.B, c, n int) float64 {
 	wg.Wait()
 	return float64(n) / time.Since(start).Seconds()
 }
+
+// BenchmarkResolveRead200x32k is the read a request-time parent resolution
+// makes at the last call of one rollout of 200 calls with prompts growing to
+// 32k tokens (about 22 MB written): the whole rollout (ReadEntries, what the
+// proxy read per call before) against a follower that read the first 199
+// calls earlier and now reads the one new line plus the parent's line.
+func BenchmarkResolveRead200x32k(b *testing.B) {
+	const calls, maxPrompt, genLen = 200, 32768, 128
+	s := newBenchStore(b, nil)
+	ctx := context.Background()
+	var last *record.Entry
+	for i := range calls {
+		gen := make([]int, genLen)
+		for j := range gen {
+			gen[j] = 1000 + (i*genLen+j)%150000
+		}
+		e := newEntry("long", fmt.Sprintf("call-%03d", i), gen...)
+		e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
+		for j := range e.PromptTokenIDs {
+			e.PromptTokenIDs[j] = 100 + (j*7)%150000
+		}
+		e.CumLen, e.Digest = nil, nil
+		if i == calls-1 {
+			last = e
+			break
+		}
+		if err := s.Put(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("whole-rollout", func(b *testing.B) {
+		for b.Loop() {
+			es, err := s.ReadEntries(ctx, "long")
+			if err != nil || len(es) != calls-1 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("follower", func(b *testing.B) {
+		f := store.NewFollower(s, "long")
+		if _, _, err := f.Refresh(ctx); err != nil {
+			b.Fatal(err)
+		}
+		prev := fmt.Sprintf("call-%03d", calls-2)
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			e := last.Clone()
+			e.ModelCallID = fmt.Sprintf("extra-%06d", i)
+			i++
+			if err := s.Put(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			added, _, err := f.Refresh(ctx)
+			if err != nil || len(added) != 1 {
+				b.Fatal(err)
+			}
+			if _, err := f.Cumulative(ctx, prev); err != nil {
+				b.Fatal(err)
+			}
+			prev = e.ModelCallID
+		}
+	})
+}
