@@ -253,7 +253,7 @@ func (h *held) unlock() {
 			victims = s.trimIdle(victims)
 		}
 	}
-	idleScan := s.idleFlush > 0 && time.Since(s.lastSweep) >= time.Second
+	idleScan := s.idleFlush > 0 && time.Since(s.lastSweep) >= min(s.idleFlush, time.Second)
 	if idleScan {
 		s.lastSweep = time.Now()
 	}
