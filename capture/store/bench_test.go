@@ -315,3 +315,58 @@ func BenchmarkResolveRead200x32k(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRetireSweep is the consumer side's clean-up over N rollouts of one
+// record each: retiring every frozen rollout (drop), sweeping the tombstones,
+// and a sweep of a directory of N live rollouts with nothing to sweep (what a
+// periodic sweep costs a busy directory). CAPBENCH_BENCH_ROLLOUTS sets N
+// (default 2000). One op is the whole sequence.
+func BenchmarkRetireSweep(b *testing.B) {
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	var drop, sweep, idle time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := newBenchStore(b, nil)
+		live := newBenchStore(b, nil)
+		snaps := make([]*store.Snapshot, n)
+		for i := range n {
+			for _, st := range []*store.FileStore{s, live} {
+				if err := st.Put(ctx, benchEntry(fmt.Sprintf("r%05d", i), i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			snap, err := s.Freeze(ctx, fmt.Sprintf("r%05d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			snaps[i] = snap
+		}
+		_ = live.Close()
+		b.StartTimer()
+		start := time.Now()
+		for i, snap := range snaps {
+			if ok, err := s.Drop(ctx, fmt.Sprintf("r%05d", i), snap.SnapshotID, snap.Version); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		drop += time.Since(start)
+		start = time.Now()
+		if got, err := s.SweepRetired(ctx, 0); err != nil || got != n {
+			b.Fatal(got, err)
+		}
+		sweep += time.Since(start)
+		start = time.Now()
+		if got, err := live.SweepRetired(ctx, 0); err != nil || got != 0 {
+			b.Fatal(got, err)
+		}
+		idle += time.Since(start)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*n) }
+	b.ReportMetric(per(drop), "drop-µs/rollout")
+	b.ReportMetric(per(sweep), "sweep-µs/rollout")
+	b.ReportMetric(per(idle), "idle-sweep-µs/rollout")
+}

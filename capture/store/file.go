@@ -1285,7 +1285,9 @@ func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, vers
 		return false, err
 	}
 	h.remember(st, false)
-	return true, s.syncDir()
+	// The durable state write ended with a directory fsync, which also
+	// made the removals above durable.
+	return true, nil
 }
 
 func removeIfExists(path string) error {
@@ -1349,6 +1351,16 @@ func (s *FileStore) SweepRetired(ctx context.Context, olderThan time.Duration) (
 }
 
 func (s *FileStore) sweepOne(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
+	// Look before locking: most state files of a busy directory are too
+	// young or not retired, and taking their locks (creating lock files
+	// Gym may already have swept) would make every sweep cost a lock per
+	// rollout. The locked check below is the one that decides.
+	if fi, err := os.Lstat(s.path(id, suffixState)); err != nil || fi.ModTime().After(time.Now().Add(-olderThan)) {
+		return false, nil
+	}
+	if st, err := s.readStateFile(id); err != nil || !st.Retired {
+		return false, err
+	}
 	h, err := s.lock(ctx, id, true)
 	if err != nil {
 		return false, err

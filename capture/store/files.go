@@ -120,7 +120,15 @@ func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte
 	}
 	before := cur.size
 	if *a == nil {
-		f, err := openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
+		flag := os.O_WRONLY | os.O_APPEND
+		if !cur.exists {
+			// Only an open that may create takes the directory's lock.
+			flag |= os.O_CREATE
+		}
+		f, err := openRegular(path, flag)
+		if errors.Is(err, os.ErrNotExist) {
+			f, err = openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
+		}
 		if err != nil {
 			if isSpaceErr(err) {
 				return statKey{}, s.failed(&WriteError{Path: path, Op: "create", Err: err})

@@ -38,7 +38,12 @@ func acquireFileLock(ctx context.Context, path string, exclusive bool, cached *a
 		a := cached
 		cached = nil
 		if a == nil {
-			f, err := openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+			// Without O_CREAT first: an open that may create takes the
+			// directory's lock, which every rollout's opens contend for.
+			f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
+			if errors.Is(err, os.ErrNotExist) {
+				f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("store: open lock %s: %w", path, err)
 			}
