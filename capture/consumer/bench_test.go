@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,6 +213,16 @@ func BenchmarkVerdictDirCold200x32k(b *testing.B) {
 	})
 }
 
+// processCPU is the process's user + system time so far: on a shared
+// machine CPU time per op moves far less than wall time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // coldLoop times run on a store opened over a fresh copy of the never-frozen
 // 200x32k rollout each iteration; the copy is not timed.
 func coldLoop(b *testing.B, run func(fs *store.FileStore)) {
@@ -225,6 +236,8 @@ func coldLoop(b *testing.B, run func(fs *store.FileStore)) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	i := 0
+	var cpu time.Duration
+	defer func() { b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(max(i, 1)), "cpu-ms/op") }()
 	for b.Loop() {
 		b.StopTimer()
 		dir := filepath.Join(root, strconv.Itoa(i))
@@ -236,11 +249,13 @@ func coldLoop(b *testing.B, run func(fs *store.FileStore)) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+		before := processCPU()
 		fs, err := store.NewFileStore(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(fs)
+		cpu += processCPU() - before
 		b.StopTimer()
 		_ = os.RemoveAll(dir)
 		b.StartTimer()
