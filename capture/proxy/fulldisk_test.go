@@ -14,7 +14,7 @@ import (
 	"github.com/capbench/capbench/internal/tmpfs"
 )
 
-var _ = Describe("the capture disk filling up", Label("slow"), func() {
+var _ = Describe("the capture disk filling up", func() {
 	It("fails a new rollout's call with a retryable 503 naming the disk, and exports the failures", func(ctx SpecContext) {
 		root, unmount, err := tmpfs.Mount(GinkgoT().TempDir(), 1<<20)
 		if err != nil {

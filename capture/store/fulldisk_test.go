@@ -27,7 +27,7 @@ func smallDisk() string {
 	return dir
 }
 
-var _ = Describe("file store on a disk that fills", Label("slow"), func() {
+var _ = Describe("file store on a disk that fills", func() {
 	It("fails writes with a disk-full error naming the file, counts them, leaves nothing half-written, and recovers", func(ctx context.Context) {
 		dir := filepath.Join(smallDisk(), "capture")
 		fs, err := store.NewFileStore(dir)
