@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/capbench/capbench/capture/record"
 )
 
@@ -155,12 +157,12 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("store: %s is not a directory", dir)
 	}
-	probe, err := os.CreateTemp(dir, ".tokens-probe-*")
-	if err != nil {
+	// access(2), not a probe file: creating and removing a file costs a
+	// cold `capbench verdict` more than reading the rollout's first lines.
+	// It also reports a read-only mount (EROFS).
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
 	}
-	_ = probe.Close()
-	_ = os.Remove(probe.Name())
 	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
 	for _, o := range opts {
 		o(s)
