@@ -123,6 +123,19 @@ type Spec struct {
 	CapbenchImage string
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
+	// GPU is the fake vLLM's memory model (in-process fake only): device
+	// memory in bytes (0 = off), utilization and KV dtype as vLLM's flags.
+	GPU GPU
+	// CaptureOff runs the in-process proxy without a store: a model server
+	// whose capture is disabled forwards calls and records nothing.
+	CaptureOff bool
+}
+
+// GPU configures the fake vLLM's KV-cache memory model.
+type GPU struct {
+	MemoryBytes       int64
+	MemoryUtilization float64
+	KVCacheDType      string
 }
 
 // Start builds the environment described by spec.
