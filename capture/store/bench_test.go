@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -384,4 +385,50 @@ func BenchmarkRetireSweep(b *testing.B) {
 	b.ReportMetric(per(drop), "drop-µs/rollout")
 	b.ReportMetric(per(sweep), "sweep-µs/rollout")
 	b.ReportMetric(per(idle), "idle-sweep-µs/rollout")
+}
+
+// BenchmarkManyRollouts writes N rollouts of one call each (begin_call +
+// put), as a long-running proxy does, and reports the heap the store still
+// holds per rollout ever written (after a GC) and how long Close takes.
+// CAPBENCH_BENCH_ROLLOUTS sets N (default 5000).
+func BenchmarkManyRollouts(b *testing.B) {
+	n := 5000
+	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	var heap float64
+	var closeTime time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := newBenchStore(b, nil)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		for i := range n {
+			id := fmt.Sprintf("many-%06d", i)
+			e := benchEntry(id, i)
+			if err := s.BeginCall(ctx, id, e.ModelCallID); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Put(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap += (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+		start := time.Now()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		closeTime += time.Since(start)
+		runtime.KeepAlive(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(heap/float64(b.N), "heap-B/rollout")
+	b.ReportMetric(closeTime.Seconds()/float64(b.N), "close-s")
 }

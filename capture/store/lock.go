@@ -44,6 +44,9 @@ func acquireFileLock(ctx context.Context, path string, exclusive bool, cached *a
 			if errors.Is(err, os.ErrNotExist) {
 				f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
 			}
+			if isSpaceErr(err) {
+				return nil, &WriteError{Path: path, Op: "create", Err: err}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("store: open lock %s: %w", path, err)
 			}
