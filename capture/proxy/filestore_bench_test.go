@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +52,15 @@ func closedLoop(b *testing.B, client *http.Client, urlFor func(w, j int) string,
 	return float64(n) / time.Since(start).Seconds()
 }
 
+// processCPU is the process's user + system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkProxyFileStore is the capture proxy over the file store (two
 // fsyncs per call, NeMo Gym's on-disk format) with 1, 16 and 64 concurrent
 // rollouts and 1 or 50 small non-streaming calls per rollout, against the
@@ -86,15 +96,22 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				}
 				defer p.Close()
 				n := max(b.N, c)
+				cpu0 := processCPU()
 				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
+				cpu1 := processCPU()
 				b.ResetTimer()
 				captured := closedLoop(b, client, func(w, j int) string {
 					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
 				}, body, c, n)
 				b.StopTimer()
+				cpu2 := processCPU()
 				b.ReportMetric(captured, "calls/s")
 				b.ReportMetric(direct, "direct-calls/s")
 				b.ReportMetric(captured/direct, "ratio")
+				// CPU (client, proxy, fake and kernel, all in this process)
+				// moves far less with the machine's load than throughput.
+				b.ReportMetric(float64((cpu2-cpu1).Microseconds())/float64(n), "cpu-µs/call")
+				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(n), "direct-cpu-µs/call")
 			})
 		}
 	}
