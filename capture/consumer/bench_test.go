@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -114,12 +113,12 @@ func BenchmarkConsume200x32k(b *testing.B) {
 	}
 }
 
-// BenchmarkConsumeDir10k: a verdict pass over a directory of small rollouts
-// (3 calls each). Setup runs and times one cold pass (each first freeze
-// writes its state durably), reported as cold-ns/rollout; one op is then a
-// warm pass, reported as ns/rollout. CAPBENCH_BENCH_ROLLOUTS overrides the
+// BenchmarkJudgeDir10k: a read-only verdict pass (what `capbench verdict`
+// without --rollouts runs) over a directory of small rollouts (3 calls
+// each). Setup runs and times one cold pass, reported as cold-ns/rollout;
+// one op is then a warm pass, reported as ns/rollout. CAPBENCH_BENCH_ROLLOUTS overrides the
 // number of rollouts (default 10000).
-func BenchmarkConsumeDir10k(b *testing.B) {
+func BenchmarkJudgeDir10k(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
 		n = v
@@ -129,19 +128,19 @@ func BenchmarkConsumeDir10k(b *testing.B) {
 	for i := 0; i < n; i++ {
 		writeChainRollout(b, dir, fmt.Sprintf("r%05d", i), 3, 40, 8, rng)
 	}
-	fs, err := store.NewFileStore(dir)
+	ro, err := store.OpenReadOnly(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	start := time.Now()
-	if err := consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), io.Discard); err != nil {
+	if _, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil); err != nil {
 		b.Fatal(err)
 	}
 	cold := time.Since(start)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), io.Discard); err != nil {
+		if _, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -201,16 +200,45 @@ func BenchmarkConsumeCold200x32k(b *testing.B) {
 	})
 }
 
-// BenchmarkVerdictDirCold200x32k is BenchmarkConsumeCold200x32k through
-// VerdictDir, as `capbench verdict --capture-dir` runs it: the verdict line,
-// with the rebuilt token-bearing output, is encoded (to io.Discard).
-func BenchmarkVerdictDirCold200x32k(b *testing.B) {
+// BenchmarkJudgeCold200x32k is what `capbench verdict --capture-dir` pays
+// on a fresh capture of that rollout: a read-only look (no freeze) through
+// store.OpenReadOnly, build and verdict, via JudgeDir.
+func BenchmarkJudgeCold200x32k(b *testing.B) {
 	ctx := context.Background()
 	coldLoop(b, func(fs *store.FileStore) {
-		if err := consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), io.Discard); err != nil {
+		ro, err := store.OpenReadOnly(fs.Dir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		vs, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil)
+		if err != nil || len(vs) != 1 {
 			b.Fatal(err)
 		}
 	})
+}
+
+// BenchmarkFinalizeLine200x32k encodes the finalized record of that
+// rollout (Result.MarshalJSON: the 20 MB rebuilt output with its running
+// prompt in every carrier item), as `capbench verdict --rollouts` appends it.
+func BenchmarkFinalizeLine200x32k(b *testing.B) {
+	dir := b.TempDir()
+	writeChainRollout(b, dir, "big-0", 200, 160, 64, rand.New(rand.NewPCG(1, 2)))
+	fs, err := store.NewFileStore(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := consumer.Consume(context.Background(), fs, "big-0", consumer.Input{}, consumer.DefaultOptions())
+	if err != nil || res.RebuiltResponse == nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		line, err := res.MarshalJSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(line)))
+	}
 }
 
 // processCPU is the process's user + system time so far: on a shared

@@ -7,6 +7,3 @@ func CloseFileUnderneath(w *Writer) error { return w.f.Close() }
 // MarshalNoEscape exposes the consumer's JSON encoder to the specs that hold
 // it to encoding/json's bytes.
 func MarshalNoEscape(v any) ([]byte, error) { return marshalNoEscape(v) }
-
-// WriteVerdictLine exposes the streaming verdict-line writer.
-var WriteVerdictLine = writeVerdictLine

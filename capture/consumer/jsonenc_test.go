@@ -66,37 +66,27 @@ var _ = Describe("the consumer's JSON encoder", func() {
 		}
 	})
 
-	It("streams a verdict line with the bytes of the struct's encoding", func() {
-		msg := "ValueError: <boom>"
-		v := consumer.VerdictLine{RolloutID: "r-1", MaskSample: true, Error: &msg,
-			Output: []any{map[string]any{"prompt_token_ids": []int{1, 2}, "generation_token_ids": []int{3}}}}
-		var b bytes.Buffer
-		Expect(consumer.WriteVerdictLine(&b, v)).To(Succeed())
-		Expect(b.String()).To(Equal(string(stdJSON(v)) + "\n"))
-		v.Error, v.Output = nil, []any{}
-		b.Reset()
-		Expect(consumer.WriteVerdictLine(&b, v)).To(Succeed())
-		Expect(b.String()).To(Equal(string(stdJSON(v)) + "\n"))
-	})
-
 	It("refuses a non-finite float as encoding/json does", func() {
 		_, err := consumer.MarshalNoEscape([]float64{math.NaN()})
 		Expect(err).To(MatchError(ContainSubstring("unsupported value")))
 	})
 })
 
-var _ = Describe("capbench verdict's output of a long chained rollout", func() {
-	It("is what encoding/json writes for the verdict line", func(ctx SpecContext) {
+var _ = Describe("a finalized record of a long chained rollout", func() {
+	It("carries the rebuilt output encoding/json would write", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		writeChainRollout(GinkgoT(), dir, "long-0", 40, 300, 64, rand.New(rand.NewPCG(5, 6)))
 		fs, err := store.NewFileStore(dir)
 		Expect(err).NotTo(HaveOccurred())
-		var streamed bytes.Buffer
-		Expect(consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), &streamed)).To(Succeed())
 		res, err := consumer.Consume(ctx, fs, "long-0", consumer.Input{}, consumer.DefaultOptions())
 		Expect(err).NotTo(HaveOccurred())
-		want := stdJSON(consumer.NewVerdictLine(res))
-		Expect(len(streamed.Bytes())).To(BeNumerically(">", 1<<20))
-		Expect(bytes.Equal(streamed.Bytes(), append(want, '\n'))).To(BeTrue())
+		Expect(res.RebuiltResponse).NotTo(BeNil())
+		got, err := consumer.MarshalNoEscape(res.RebuiltResponse)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(got)).To(BeNumerically(">", 1<<20))
+		Expect(bytes.Equal(got, stdJSON(res.RebuiltResponse))).To(BeTrue())
+		line, err := res.MarshalJSON()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bytes.Contains(line, got)).To(BeTrue())
 	})
 })

@@ -9,7 +9,7 @@ import (
 	"github.com/capbench/capbench/internal/pyfmt"
 )
 
-// Metrics are the capture metrics of one build (§6.4), attached to the
+// Metrics are the capture metrics of one build (docs/consumer.md, "Metrics"), attached to the
 // rollout record as `_ng_token_capture`.
 type Metrics struct {
 	NCalls                   int            `json:"n_calls"`
@@ -27,7 +27,7 @@ type Metrics struct {
 	CaptureIncomplete        bool           `json:"capture_incomplete,omitempty"`
 	// Error is only set on the copy attached to the rollout record.
 	Error string `json:"error,omitempty"`
-	// Failed selects the failed-build shape (§6.5): only n_calls,
+	// Failed selects the failed-build shape (docs/consumer.md): only n_calls,
 	// terminal_attribution (when attribution ran), capture_incomplete and
 	// error are emitted.
 	Failed bool `json:"-"`
@@ -150,23 +150,24 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 			kv{"unresolved_parent_calls", nonNil(r.UnresolvedParentCalls)})
 		snapshot()
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	// One encoder for the whole line: the rebuilt output of a long rollout
+	// is tens of megabytes, so it is written once, into one buffer.
+	e := newJSONEncoder(nil)
+	e.buf = append(e.buf, '{')
 	for i, f := range fields {
 		if i > 0 {
-			b.WriteByte(',')
+			e.buf = append(e.buf, ',')
 		}
-		kb, _ := json.Marshal(f.k)
-		b.Write(kb)
-		b.WriteByte(':')
-		vb, err := marshalNoEscape(f.v)
-		if err != nil {
+		if err := e.str(f.k); err != nil {
 			return nil, err
 		}
-		b.Write(vb)
+		e.buf = append(e.buf, ':')
+		if err := e.value(f.v); err != nil {
+			return nil, err
+		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	e.buf = append(e.buf, '}')
+	return e.buf, nil
 }
 
 func nonNil(s []string) []string {

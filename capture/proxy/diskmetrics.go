@@ -6,14 +6,6 @@ import (
 	"github.com/capbench/capbench/capture/store"
 )
 
-// msgDiskFull is the client's message when a call cannot record its intent
-// because the capture disk is full. It names the disk, not its path.
-const msgDiskFull = "registering the call intent failed: the capture disk (the file system holding the proxy's " +
-	"capture directory) is full; no call runs without a recorded intent, so retry once space is freed"
-
-// diskFullRetryAfter is the Retry-After (seconds) of that 503.
-const diskFullRetryAfter = "5"
-
 // diskStatser is a store that reports its disk (the file store does).
 type diskStatser interface {
 	DiskStats() (store.DiskStats, error)

@@ -38,9 +38,9 @@ var _ = Describe("the capture disk filling up", func() {
 		Expect(err).NotTo(HaveOccurred())
 		r := do(ctx, "POST", p.URL()+"/ng-rollout/full-2/training-token-capture/v1/chat/completions", body, nil)
 		Expect(r.Status).To(Equal(http.StatusServiceUnavailable), string(r.Body))
-		Expect(r.Header.Get("Retry-After")).To(Equal("5"))
-		Expect(string(r.Body)).To(ContainSubstring("capture disk"))
-		Expect(string(r.Body)).To(ContainSubstring("is full"))
+		Expect(r.Header.Get("Retry-After")).To(Equal("10"))
+		Expect(string(r.Body)).To(ContainSubstring("capture"))
+		Expect(string(r.Body)).To(ContainSubstring("disk is full"))
 		Expect(string(r.Body)).NotTo(ContainSubstring(dir))
 
 		resp, err := http.Get(p.URL() + "/metrics")

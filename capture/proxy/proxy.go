@@ -68,11 +68,22 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Client sends upstream requests; nil creates one pooled client.
 	Client *http.Client
+	// BufferedStreams answers streaming clients the way NeMo Gym's model
+	// server does: one non-streaming engine call, then a synthetic stream of
+	// the complete reply. By default streams pass through as the engine
+	// generates them (docs/streaming.md).
+	BufferedStreams bool
 	// MaxTrackedRollouts bounds how many rollouts keep a lineage index in
 	// memory (default DefaultMaxTrackedRollouts). Past it the least recently
 	// used index is dropped; that rollout's next call rebuilds it from the
 	// store, so the bound costs a re-read, never a wrong parent.
 	MaxTrackedRollouts int
+	// Limits bound body bytes in flight, client and upstream timeouts and
+	// connections (limits.go); zero fields take defaults.
+	Limits Limits
+	// RolloutSecret, when set, makes every call under /ng-rollout/<id>/
+	// present RolloutToken(secret, id) (authz.go, docs/proxy-security.md).
+	RolloutSecret string
 }
 
 // DefaultMaxTrackedRollouts is Options.MaxTrackedRollouts when it is 0.
@@ -90,6 +101,7 @@ type Proxy struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	handler  http.Handler
+	guard    *guardState
 
 	rollouts sync.Map     // rollout id → *rolloutLineage
 	evicting sync.Mutex   // held by the one eviction scan running
@@ -157,7 +169,10 @@ func New(opts Options) (*Proxy, error) {
 	if err = registerDiskMetrics(p.registry, opts.Store); err != nil {
 		return nil, fmt.Errorf("proxy: registering metrics: %w", err)
 	}
-	p.handler = http.HandlerFunc(p.serveHTTP)
+	if err := p.harden(); err != nil {
+		return nil, err
+	}
+	p.handler = p.guarded(http.HandlerFunc(p.serveHTTP))
 	return p, nil
 }
 
@@ -173,12 +188,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy: listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           p.handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv, ln := p.newServer(ctx, ln)
 	p.server, p.listener = srv, ln
 	p.closed = make(chan struct{})
 	go func() {
@@ -207,7 +217,9 @@ func (p *Proxy) URL() string {
 	return "http://" + p.listener.Addr().String()
 }
 
-// Handler serves the proxy's routes; usable without Start.
+// Handler serves the proxy's routes; usable without Start. To cut a reply
+// whose upstream failed mid-stream it panics with http.ErrAbortHandler, which
+// net/http's server turns into an aborted connection.
 func (p *Proxy) Handler() http.Handler { return p.handler }
 
 // Registry is the registry the proxy's metrics live in.
@@ -265,7 +277,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
-	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages)
+	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages) || strings.HasPrefix(rt.APIPath, "/v1"+pathMessages)
 	errw := writeOpenAIError
 	if anthropicPath {
 		errw = writeAnthropicError
@@ -279,6 +291,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			errw(w, http.StatusBadRequest, fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
 			return
 		}
+	}
+	if doubledV1(rt.APIPath) {
+		p.log.Warn("request path has /v1 twice: the client's base URL ends in /v1", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+		errw(w, http.StatusNotFound, unknownRouteMessage(rt))
+		return
 	}
 	switch rt.APIPath {
 	case pathChat, pathCompletions, pathResponses, pathMessages:
@@ -302,7 +319,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		if rt.RolloutID != "" {
 			// Unknown path under a rollout prefix: 404, nothing marked (Q5).
-			errw(w, http.StatusNotFound, "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
+			p.log.Warn("unknown API path under a rollout prefix", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+			errw(w, http.StatusNotFound, unknownRouteMessage(rt))
 			return
 		}
 		body := io.Reader(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))
@@ -322,7 +340,7 @@ func (p *Proxy) authorized(r *http.Request) bool {
 	if k := r.Header.Get("X-Api-Key"); k != "" && subtle.ConstantTimeCompare([]byte(k), want) == 1 {
 		return true
 	}
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), want) == 1 {
+	if tok, ok := bearerToken(r.Header); ok && subtle.ConstantTimeCompare([]byte(tok), want) == 1 {
 		return true
 	}
 	return false

@@ -266,6 +266,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 	}
 	p.copyRequestHeaders(req.Header, r.Header)
 	resp, err := p.client.Do(req)
+	if msg, ok := upstreamTimeoutMessage(err); ok {
+		writeOpenAIError(w, http.StatusGatewayTimeout, msg)
+		return
+	}
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadGateway, "upstream request failed: "+err.Error())
 		return
@@ -296,8 +300,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 				flusher.Flush()
 			}
 		}
-		if rerr != nil {
+		if errors.Is(rerr, io.EOF) {
 			return
+		}
+		if rerr != nil {
+			// The upstream cut its reply: cut the client's too (a clean
+			// end of the chunked body would read as a complete reply).
+			p.log.Warn("upstream reply cut mid-way; cutting the client's", "path", apiPath, "err", rerr)
+			panic(http.ErrAbortHandler)
 		}
 	}
 }
