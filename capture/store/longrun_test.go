@@ -76,3 +76,60 @@ func mustRead(path string) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }
+
+var _ = Describe("file store forgetting idle rollouts while others use them", func() {
+	It("loses no acknowledged record and keeps every rollout's versions", func(ctx context.Context) {
+		dir := GinkgoT().TempDir()
+		fs, err := store.NewFileStore(dir, store.WithMaxIdleRollouts(2), store.WithIdleFlush(time.Millisecond))
+		Expect(err).NotTo(HaveOccurred())
+		const workers, rollouts, calls = 8, 12, 30
+		type ack struct{ rollout, call string }
+		acks := make(chan ack, workers*calls)
+		done := make(chan struct{})
+		for w := range workers {
+			go func() {
+				defer GinkgoRecover()
+				defer func() { done <- struct{}{} }()
+				for i := range calls {
+					id := fmt.Sprintf("busy-%02d", (w*7+i)%rollouts)
+					call := fmt.Sprintf("w%d-c%03d", w, i)
+					Expect(fs.BeginCall(ctx, id, call)).To(Succeed())
+					Expect(fs.Put(ctx, newEntry(id, call))).To(Succeed())
+					if i%5 == 0 {
+						_, err := fs.ReadEntries(ctx, id)
+						Expect(err).NotTo(HaveOccurred())
+						_, _, err = store.NewFollower(fs, id).Refresh(ctx)
+						Expect(err).NotTo(HaveOccurred())
+					}
+					acks <- ack{id, call}
+				}
+			}()
+		}
+		for range workers {
+			<-done
+		}
+		close(acks)
+		Expect(fs.Close()).To(Succeed())
+		want := map[string]map[string]bool{}
+		for a := range acks {
+			if want[a.rollout] == nil {
+				want[a.rollout] = map[string]bool{}
+			}
+			want[a.rollout][a.call] = true
+		}
+		fresh, err := store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+		for id, calls := range want {
+			snap, err := fresh.Freeze(ctx, id)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(snap.Incomplete).To(BeFalse(), id)
+			got := map[string]bool{}
+			for _, e := range snap.Entries {
+				Expect(got).NotTo(HaveKey(e.ModelCallID))
+				got[e.ModelCallID] = true
+			}
+			Expect(got).To(Equal(calls), id)
+			Expect(snap.Version).To(Equal(len(calls)+1), id)
+		}
+	})
+})
