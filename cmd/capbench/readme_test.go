@@ -20,7 +20,12 @@ package main
 //   - `verdict` and `explain` given an empty capture directory get the
 //     testdata fixture gym-consumer/03-retry-middle (rollout 3-0), and a
 //     missing --rollouts file gets that rollout's record.
-//   - Every other command must exit 0 within commandTimeout.
+//   - An argument naming a file or folder of the checkout (testdata/...,
+//     docs/...) is given as that path in the checkout; such inputs are only
+//     read.
+//   - Every other command must exit 0 within commandTimeout, unless its
+//     comment says it "exits 1" (a check that finds what it documents), in
+//     which case it must exit with status 1.
 //
 // Skipped, with the reason printed: commands that need a GPU and a real
 // vLLM (--backend vllm, unless CAPBENCH_GPU=1), the Claude Code CLI
@@ -271,11 +276,13 @@ type readmeRun struct {
 	servers  map[string]readmeCommand
 	running  map[string]*exec.Cmd
 	fixtures string
+	repo     string // the checkout's root, for README paths such as testdata/...
 }
 
 var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 
-// rewrite maps ports and absolute paths (into root) of one argument.
+// rewrite maps ports, absolute paths (into root) and paths of the checkout
+// (to the checkout) of one argument.
 func (r *readmeRun) rewrite(a, root string) string {
 	a = loopbackPort.ReplaceAllStringFunc(a, func(m string) string {
 		return "127.0.0.1:" + r.port(strings.TrimPrefix(m, "127.0.0.1:"))
@@ -283,6 +290,11 @@ func (r *readmeRun) rewrite(a, root string) string {
 	for _, abs := range []string{"/data/", "/tmp/"} {
 		if strings.HasPrefix(a, abs) {
 			return filepath.Join(root, a)
+		}
+	}
+	if r.repo != "" && !filepath.IsAbs(a) && strings.Contains(a, "/") && !strings.HasPrefix(a, "-") {
+		if _, err := os.Stat(filepath.Join(r.repo, a)); err == nil {
+			return filepath.Join(r.repo, a)
 		}
 	}
 	return a
@@ -460,6 +472,9 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 		dir, ok := fixtures.Dir()
 		Expect(ok).To(BeTrue(), "the test fixtures (testdata/fixtures) are missing")
 		run.fixtures = dir
+		repo, err := filepath.Abs(filepath.Dir(readmePath))
+		Expect(err).NotTo(HaveOccurred())
+		run.repo = repo
 		bin := GinkgoT().TempDir()
 		b, err := env.BuildBinary(ctx, bin, true)
 		Expect(err).NotTo(HaveOccurred())
@@ -525,6 +540,12 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 			if fix, ok := readmeErrata[c.text]; ok {
 				Expect(err).To(HaveOccurred(), "README line %d now works: delete its readmeErrata entry", c.line)
 				fmt.Fprintf(GinkgoWriter, "README line %d fails as written, as known: %s\n", c.line, fix)
+				return
+			}
+			if strings.Contains(c.note, "exits 1") {
+				var exit *exec.ExitError
+				Expect(errors.As(err, &exit)).To(BeTrue(), "README line %d says it exits 1, but it exited 0 or did not run: %v", c.line, err)
+				Expect(exit.ExitCode()).To(Equal(1), "README line %d says it exits 1", c.line)
 				return
 			}
 			Expect(err).NotTo(HaveOccurred(), "README line %d exits non-zero: %s (its output is above)", c.line, c.text)
