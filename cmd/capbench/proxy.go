@@ -68,14 +68,15 @@ are served and logged as call summaries only (docs/capture-path.md).
 			if err != nil {
 				return err
 			}
+			if o.Store == nil {
+				// Before the address line, so a reader of both sees it first.
+				fmt.Fprintln(cmd.ErrOrStderr(), noStoreWarning)
+			}
 			if err := p.Start(cmd.Context()); err != nil {
 				// Only listening can fail here: a bad --host or a taken --port.
 				return fmt.Errorf("--host %s --port %d: %w", o.Host, o.Port, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capture proxy at %s → %s (capture dir %q)\n", p.URL(), o.Upstream, captureDir)
-			if o.Store == nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), noStoreWarning)
-			}
 			if o.Model == "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), modelWarning(servedModels(cmd.Context(), o.Upstream, o.UpstreamAPIKey)))
 			}
