@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/scenarios"
 )
 
@@ -123,6 +124,21 @@ type Spec struct {
 	CapbenchImage string
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
+	// Fake tunes the in-process fake beyond the server flags (the bench's
+	// GPU memory and timing model); nil keeps the scenario defaults.
+	Fake *FakeTuning
+}
+
+// FakeTuning are fake vLLM settings a load test needs (in-process backend).
+type FakeTuning struct {
+	// GPUMemory enables the fakes/gpu memory model (bytes; 0 = off).
+	GPUMemory int64
+	// Profile names the model geometry ("" = derived from the model).
+	Profile     string
+	Timing      vllm.Timing
+	Lengths     vllm.Lengths
+	LedgerLimit int
+	MaxNumSeqs  int
 }
 
 // Start builds the environment described by spec.

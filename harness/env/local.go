@@ -157,6 +157,10 @@ func startInProcess(ctx context.Context, spec Spec) (_ Env, err error) {
 	}()
 	opts := fakeOptions(spec.Server)
 	opts.Logger = discardLogger(spec.Logger)
+	if t := spec.Fake; t != nil {
+		opts.GPUMemory, opts.Profile, opts.Timing, opts.Lengths = t.GPUMemory, t.Profile, t.Timing, t.Lengths
+		opts.LedgerLimit, opts.MaxNumSeqs = t.LedgerLimit, t.MaxNumSeqs
+	}
 	fake, err := vllm.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create fake vLLM: %w", err)

@@ -1,0 +1,117 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/capture/consumer"
+	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/harness"
+	"github.com/capbench/capbench/harness/env"
+)
+
+// snapshotView is a frozen rollout.
+type snapshotView = *store.Snapshot
+
+type envSource struct{ e env.Env }
+
+func (s envSource) freeze(ctx context.Context, id string) (snapshotView, error) {
+	return s.e.Source().Freeze(ctx, id)
+}
+
+func (s envSource) ledger(ctx context.Context) ([]env.LedgerEntry, error) { return s.e.Ledger(ctx) }
+
+// maxProblems bounds the mismatches a result lists.
+const maxProblems = 10
+
+// checkCapture freezes the rollout of every proxied call that succeeded and
+// compares it with the fake's ledger (bit for bit, harness.CheckFidelity) or,
+// without a ledger, with what the client received (token counts).
+func checkCapture(ctx context.Context, st *stack, samples []bench.Sample) *bench.Capture {
+	c := &bench.Capture{Store: st.store, CapturedAll: true, FidelityMethod: "ledger"}
+	ledger, err := st.source.ledger(ctx)
+	if err != nil {
+		if !errors.Is(err, env.ErrUnsupported) {
+			c.Problems = append(c.Problems, "ledger: "+err.Error())
+		}
+		ledger, c.FidelityMethod = nil, "structural"
+	}
+	var first, last int64 = -1, 0
+	for i := range samples {
+		s := &samples[i]
+		if s.Path != bench.PathProxy || s.RolloutID == "" || !s.OK() {
+			continue
+		}
+		c.ProxiedOK++
+		if first < 0 || s.StartNS < first {
+			first = s.StartNS
+		}
+		last = max(last, s.EndNS)
+		snap, err := st.source.freeze(ctx, s.RolloutID)
+		if err != nil || snap == nil || len(snap.Entries) == 0 {
+			c.CapturedAll = false
+			addProblem(c, fmt.Sprintf("rollout %s: not captured (%v)", s.RolloutID, err))
+			continue
+		}
+		c.Rollouts++
+		c.Records += len(snap.Entries)
+		c.FidelityCalls += len(snap.Entries)
+		if ledger != nil {
+			f := harness.CheckFidelity(snap, ledger, nil)
+			c.FidelityExact += f.Matched
+			for _, p := range f.Problems {
+				addProblem(c, s.RolloutID + ": " + p)
+			}
+			continue
+		}
+		for _, e := range snap.Entries {
+			if len(e.GenerationTokenIDs) == s.OutputTokens && (s.PromptTokens == 0 || len(e.PromptTokenIDs) == s.PromptTokens) {
+				c.FidelityExact++
+			} else {
+				addProblem(c, fmt.Sprintf("%s: captured %d prompt / %d generated tokens, the client saw %d / %d",
+					s.RolloutID, len(e.PromptTokenIDs), len(e.GenerationTokenIDs), s.PromptTokens, s.OutputTokens))
+			}
+		}
+	}
+	if st.captureDir != "" {
+		c.Bytes = dirBytes(st.captureDir)
+	}
+	if span := float64(last-first) / 1e9; first >= 0 && span > 0 {
+		c.RecordsPerS = float64(c.Records) / span
+		c.BytesPerS = float64(c.Bytes) / span
+	}
+	return c
+}
+
+func addProblem(c *bench.Capture, p string) {
+	if len(c.Problems) < maxProblems {
+		c.Problems = append(c.Problems, p)
+	}
+}
+
+// dirBytes is the size of every file under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// consumerOptions are NeMo Gym's defaults with warnings kept quiet (masked
+// rollouts are counted in the result instead).
+func consumerOptions() consumer.Options {
+	opts := consumer.DefaultOptions()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	return opts
+}

@@ -1,0 +1,71 @@
+package driver_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/bench/driver"
+)
+
+func embeddedChat(stages []bench.Shape, requests int) driver.Options {
+	g := driver.DefaultGPU()
+	Expect(driver.PlanGPU(&g)).To(Succeed())
+	return driver.Options{Config: bench.Config{
+		Target: bench.TargetEmbedded, Workload: bench.WorkloadChat, GPU: &g,
+		Chat:   &bench.ChatSpec{Model: g.Profile, Prompt: bench.Dist{Kind: "fixed", A: 64}, Output: bench.Dist{Kind: "fixed", A: 32}, Stream: true, Seed: 1},
+		Stages: stages, Requests: requests, Windows: bench.Windows{WarmupRequests: 2}, Seed: 1,
+		SLO: bench.SLO{TTFT: 2 * time.Second, TPOT: 50 * time.Millisecond},
+	}, ScrapeInterval: 20 * time.Millisecond}
+}
+
+var _ = Describe("the embedded default", func() {
+	It("sends every job direct and through capture, and measures the overhead as paired ratios", func(ctx SpecContext) {
+		res, err := driver.Run(ctx, embeddedChat([]bench.Shape{{Arrival: bench.Closed, Concurrency: 4}}, 40))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Samples).To(HaveLen(80))
+		Expect(res.Summaries).To(HaveLen(2))
+		for _, s := range res.Summaries {
+			Expect(s.Failed).To(BeZero(), s.FirstError)
+			Expect(s.Completed).To(Equal(38))
+			Expect(s.Excluded).To(HaveKeyWithValue(bench.PhaseWarmup, 2))
+			Expect(s.TTFT.Count).To(Equal(38))
+			Expect(s.ITL.Count).To(BeNumerically(">", 38))
+			Expect(s.OutputTokens).To(BeNumerically(">", 0))
+		}
+		Expect(res.Overhead).To(HaveLen(1))
+		Expect(res.Overhead[0].Pairs).To(Equal(38))
+		Expect(res.Overhead[0].E2ELRatio.Value).To(BeNumerically(">", 0))
+		Expect(res.Capture).NotTo(BeNil())
+		Expect(res.Capture.CapturedAll).To(BeTrue(), "%v", res.Capture.Problems)
+		Expect(res.Capture.FidelityMethod).To(Equal("ledger"))
+		Expect(res.Capture.FidelityExact).To(Equal(res.Capture.FidelityCalls))
+		Expect(res.Capture.FidelityCalls).To(Equal(40))
+		Expect(res.Server).NotTo(BeNil())
+		Expect(res.Server.Points).NotTo(BeEmpty())
+		Expect(res.Server.Errors).To(BeZero(), res.Server.LastError)
+	}, SpecTimeout(2*time.Minute))
+
+	It("runs agent-shaped sessions to 32k-token prompts and consumes each with fidelity checked", func(ctx SpecContext) {
+		o := embeddedChat(nil, 0)
+		s := driver.DefaultSessions()
+		s.Sessions, s.Concurrency = 2, 2
+		o.Config.Workload, o.Config.Chat, o.Config.Sessions = bench.WorkloadSessions, nil, &s
+		o.Config.Stages = []bench.Shape{{Arrival: bench.Closed, Concurrency: 2}}
+		res, err := driver.Run(ctx, o)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Sessions.Count).To(Equal(2))
+		for _, oc := range res.Sessions.Outcomes {
+			Expect(oc.Error).To(BeEmpty())
+			Expect(oc.Masked).To(BeFalse(), oc.MaskReason)
+			Expect(oc.MaxPromptTokens).To(BeNumerically(">=", 32768))
+			Expect(oc.FidelityCalls).To(Equal(oc.Calls))
+			Expect(oc.FidelityExact).To(Equal(oc.Calls))
+			Expect(oc.Calls).To(Equal(s.Turns + 2))
+		}
+		Expect(res.Summaries).To(HaveLen(1))
+		Expect(res.Summaries[0].MaxPromptTokens).To(BeNumerically(">=", 32768))
+	}, SpecTimeout(3*time.Minute))
+})

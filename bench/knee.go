@@ -1,0 +1,54 @@
+package bench
+
+import "sort"
+
+// KneePoint is one stage's position on the sweep axis and its throughput.
+type KneePoint struct {
+	X                float64 `json:"x"`
+	OutputThroughput float64 `json:"output_throughput"`
+	E2ELP50MS        float64 `json:"e2el_p50_ms"`
+}
+
+// Knee is where a sweep's output throughput stops growing: the smallest
+// point reaching KneeFraction of the best throughput of the sweep.
+type Knee struct {
+	Axis   string      `json:"axis"` // "concurrency" or "rate"
+	Path   Path        `json:"path"`
+	Points []KneePoint `json:"points"`
+	X      float64     `json:"x"`
+	Max    float64     `json:"max_output_throughput"`
+	// Fraction is the share of the maximum that counts as saturated.
+	Fraction float64 `json:"fraction"`
+}
+
+// KneeFraction is the saturation threshold of FindKnee.
+const KneeFraction = 0.95
+
+// FindKnee locates the knee of a sweep from its summaries for one path; nil
+// when fewer than two stages were measured.
+func FindKnee(sums []Summary, stages []StageInfo, p Path) *Knee {
+	k := &Knee{Path: p, Fraction: KneeFraction, Axis: "concurrency"}
+	for _, s := range sums {
+		if s.Path != p || s.Stage >= len(stages) {
+			continue
+		}
+		sh := stages[s.Stage].Shape
+		x := float64(sh.Concurrency)
+		if sh.Arrival != Closed {
+			x, k.Axis = sh.Rate, "rate"
+		}
+		k.Points = append(k.Points, KneePoint{X: x, OutputThroughput: s.OutputThroughput, E2ELP50MS: s.E2EL.P50})
+		k.Max = max(k.Max, s.OutputThroughput)
+	}
+	if len(k.Points) < 2 {
+		return nil
+	}
+	sort.SliceStable(k.Points, func(i, j int) bool { return k.Points[i].X < k.Points[j].X })
+	for _, pt := range k.Points {
+		if pt.OutputThroughput >= KneeFraction*k.Max {
+			k.X = pt.X
+			break
+		}
+	}
+	return k
+}
