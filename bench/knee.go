@@ -7,10 +7,12 @@ type KneePoint struct {
 	X                float64 `json:"x"`
 	OutputThroughput float64 `json:"output_throughput"`
 	E2ELP50MS        float64 `json:"e2el_p50_ms"`
+	Rounds           int     `json:"rounds"`
 }
 
 // Knee is where a sweep's output throughput stops growing: the smallest
-// point reaching KneeFraction of the best throughput of the sweep.
+// point reaching KneeFraction of the best throughput of the sweep. A point
+// run in several rounds counts with its median throughput.
 type Knee struct {
 	Axis   string      `json:"axis"` // "concurrency" or "rate"
 	Path   Path        `json:"path"`
@@ -28,6 +30,8 @@ const KneeFraction = 0.95
 // when fewer than two stages were measured.
 func FindKnee(sums []Summary, stages []StageInfo, p Path) *Knee {
 	k := &Knee{Path: p, Fraction: KneeFraction, Axis: "concurrency"}
+	tput, lat := map[float64][]float64{}, map[float64][]float64{}
+	var xs []float64
 	for _, s := range sums {
 		if s.Path != p || s.Stage >= len(stages) {
 			continue
@@ -37,8 +41,16 @@ func FindKnee(sums []Summary, stages []StageInfo, p Path) *Knee {
 		if sh.Arrival != Closed {
 			x, k.Axis = sh.Rate, "rate"
 		}
-		k.Points = append(k.Points, KneePoint{X: x, OutputThroughput: s.OutputThroughput, E2ELP50MS: s.E2EL.P50})
-		k.Max = max(k.Max, s.OutputThroughput)
+		if _, seen := tput[x]; !seen {
+			xs = append(xs, x)
+		}
+		tput[x] = append(tput[x], s.OutputThroughput)
+		lat[x] = append(lat[x], s.E2EL.P50)
+	}
+	for _, x := range xs {
+		pt := KneePoint{X: x, OutputThroughput: Median(tput[x]), E2ELP50MS: Median(lat[x]), Rounds: len(tput[x])}
+		k.Points = append(k.Points, pt)
+		k.Max = max(k.Max, pt.OutputThroughput)
 	}
 	if len(k.Points) < 2 {
 		return nil

@@ -36,6 +36,10 @@ type LoadConfig struct {
 	Duration time.Duration
 	Windows  Windows
 	Seed     uint64
+	// Rounds repeats the stage list (default 1), reversing its order every
+	// other round, so slow drifts and noise bursts of a shared machine spread
+	// over every point of a sweep; each run of a stage is its own StageInfo.
+	Rounds int
 	// Observe is called for every finished sample (progress); it must be
 	// safe for concurrent use.
 	Observe func(*Sample)
@@ -45,7 +49,11 @@ type LoadConfig struct {
 
 // StageInfo is what happened in one stage.
 type StageInfo struct {
-	Index   int   `json:"index"`
+	Index int `json:"index"`
+	// Point is the position in the configured stage list (equal to Index
+	// unless Rounds repeats the list).
+	Point   int   `json:"point"`
+	Round   int   `json:"round,omitempty"`
 	Shape   Shape `json:"shape"`
 	StartNS int64 `json:"start_ns"`
 	EndNS   int64 `json:"end_ns"`
@@ -95,14 +103,16 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 		return nil, errors.New("bench: workload has no path to send to")
 	}
 	out := &LoadOutcome{Base: time.Now()}
-	for i, shape := range cfg.Stages {
+	for i, pt := range stageOrder(len(cfg.Stages), max(cfg.Rounds, 1)) {
 		if ctx.Err() != nil {
 			break
 		}
+		shape := cfg.Stages[pt]
 		if cfg.OnStage != nil {
 			cfg.OnStage(i, shape)
 		}
-		st := runStage(ctx, cfg, w, i, shape, out.Base, uint64(i)+cfg.Seed*1000003)
+		st := runStage(ctx, cfg, w, i, shape, out.Base, uint64(pt)+cfg.Seed*1000003)
+		st.info.Point, st.info.Round = pt, i/len(cfg.Stages)
 		tagPhases(st.samples, cfg, st.info)
 		out.Stages = append(out.Stages, st.info)
 		out.Samples = append(out.Samples, st.samples...)
@@ -271,4 +281,19 @@ func tagPhases(ss []Sample, cfg LoadConfig, info StageInfo) {
 			s.Phase = PhaseCooldown
 		}
 	}
+}
+
+// stageOrder lists the stage indices of every round, reversing odd rounds.
+func stageOrder(n, rounds int) []int {
+	var out []int
+	for r := range rounds {
+		for i := range n {
+			if r%2 == 1 {
+				out = append(out, n-1-i)
+			} else {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }

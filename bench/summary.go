@@ -200,7 +200,7 @@ func Summarize(samples []Sample, stages []StageInfo, slo SLO) []Summary {
 	for _, k := range order {
 		sum := summarizeGroup(groups[k], slo)
 		sum.Stage, sum.Path, sum.Excluded = k.stage, k.path, excluded[k]
-		if k.stage >= 0 && k.stage < len(stages) {
+		if k.stage >= 0 && k.stage < len(stages) { // stage index = position in stages
 			sum.Concurrency = stages[k.stage].Shape.Concurrency
 			sum.Rate = stages[k.stage].Shape.Rate
 			if stages[k.stage].Shape.Arrival != Closed {

@@ -65,7 +65,7 @@ func checkCapture(ctx context.Context, st *stack, samples []bench.Sample) *bench
 			f := harness.CheckFidelity(snap, ledger, nil)
 			c.FidelityExact += f.Matched
 			for _, p := range f.Problems {
-				addProblem(c, s.RolloutID + ": " + p)
+				addProblem(c, s.RolloutID+": "+p)
 			}
 			continue
 		}

@@ -247,6 +247,17 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 	case bench.TargetEmbedded:
 		eps[bench.PathDirect] = bench.Endpoint{Base: st.direct}
 		eps[bench.PathProxy] = bench.Endpoint{Base: st.proxy, RolloutPrefix: prefix}
+		if len(cfg.Paths) > 0 {
+			keep := map[bench.Path]bench.Endpoint{}
+			for _, p := range cfg.Paths {
+				ep, ok := eps[p]
+				if !ok {
+					return nil, fmt.Errorf("--paths %q: want direct and/or proxy", p)
+				}
+				keep[p] = ep
+			}
+			eps = keep
+		}
 	case bench.TargetURL:
 		eps[bench.PathTarget] = bench.Endpoint{Base: st.direct}
 	case bench.TargetProxy:
@@ -257,6 +268,6 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 	}
 	w := &bench.ChatWorkload{Client: client, Bodies: bodies, Stream: cfg.Chat.Stream, Header: o.Header, APIKey: o.APIKey, Endpoints: eps}
 	lc := bench.LoadConfig{Stages: cfg.Stages, Requests: cfg.Requests, Duration: time.Duration(cfg.Duration * float64(time.Second)),
-		Windows: cfg.Windows, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
+		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
 	return bench.RunLoad(ctx, lc, w)
 }

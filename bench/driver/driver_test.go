@@ -69,3 +69,32 @@ var _ = Describe("the embedded default", func() {
 		Expect(res.Summaries[0].MaxPromptTokens).To(BeNumerically(">=", 32768))
 	}, SpecTimeout(3*time.Minute))
 })
+
+var _ = Describe("a concurrency sweep on the 48 GiB Qwen3-4B-Thinking profile", func() {
+	It("finds the throughput knee within 15% of the concurrency the KV-cache plan predicts", func(ctx SpecContext) {
+		g := driver.DefaultGPU()
+		g.TimeScale = 0.3
+		Expect(driver.PlanGPU(&g)).To(Succeed())
+		var stages []bench.Shape
+		for _, c := range []int{6, 7, 8, 9, 10} {
+			stages = append(stages, bench.Shape{Arrival: bench.Closed, Concurrency: c})
+		}
+		o := driver.Options{Config: bench.Config{
+			Target: bench.TargetEmbedded, Workload: bench.WorkloadChat, GPU: &g, Paths: []bench.Path{bench.PathDirect},
+			Chat:   &bench.ChatSpec{Model: g.Profile, Prompt: bench.Dist{Kind: "fixed", A: 26700}, Output: bench.Dist{Kind: "fixed", A: 256}, Stream: true, Variants: 8, Seed: 3},
+			Stages: stages, Requests: 44, Windows: bench.Windows{WarmupRequests: 6, CooldownRequests: 6}, Seed: 3,
+		}, MetricsURL: "off"}
+		res, err := driver.Run(ctx, o)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Knee).NotTo(BeNil())
+		var tokens, n float64
+		for _, s := range res.Summaries {
+			Expect(s.Failed).To(BeZero(), s.FirstError)
+			tokens += float64(s.PromptTokens + s.OutputTokens)
+			n += float64(s.Completed)
+		}
+		predicted := driver.PredictedConcurrency(g, int(tokens/n))
+		AddReportEntry("knee", map[string]any{"measured": res.Knee.X, "predicted": predicted, "points": res.Knee.Points})
+		Expect(res.Knee.X).To(BeNumerically("~", predicted, 0.15*predicted))
+	}, SpecTimeout(3*time.Minute))
+})
