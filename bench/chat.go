@@ -137,7 +137,27 @@ func (c *ChatWorkload) Paths() []Path {
 	return c.paths
 }
 
-var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+var (
+	bufPool   = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+	replyPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+)
+
+// readAll appends r to buf (reused across replies).
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
 
 // Send performs one call and fills s.
 func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time, s *Sample) {
@@ -182,12 +202,14 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 		readStream(ctx, br, base, s)
 		return
 	}
-	raw, err := io.ReadAll(br)
+	bp := replyPool.Get().(*[]byte)
+	defer replyPool.Put(bp)
+	raw, err := readAll(br, (*bp)[:0])
+	*bp = raw
 	if err != nil {
 		s.fail(classify(ctx, err), fmt.Errorf("read reply: %w", err))
 		return
 	}
-	s.FirstTokenNS = 0
 	if !usageInto(raw, s) {
 		s.fail(ErrDecode, errors.New("reply has no usage object"))
 	}
@@ -245,28 +267,29 @@ func readStream(ctx context.Context, br *bufio.Reader, base time.Time, s *Sample
 		}
 		if data, ok := bytes.CutPrefix(line, dataPrefix); ok {
 			data = bytes.TrimSpace(data)
+			// Most events are output chunks: find those with one search and
+			// look for usage or errors only in the others.
+			i := bytes.Index(data, choicesKey)
 			switch {
+			case i >= 0 && i+len(choicesKey) < len(data) && data[i+len(choicesKey)] != ']':
+				now := time.Since(base).Nanoseconds()
+				if chunks == 0 {
+					s.FirstTokenNS = now
+					s.ChunkGapsUS = make([]int64, 0, 64)
+				} else {
+					s.ChunkGapsUS = append(s.ChunkGapsUS, (now-lastNS)/1000)
+				}
+				lastNS = now
+				chunks++
 			case bytes.Equal(data, doneMarker):
 				done = true
 			case bytes.HasPrefix(data, []byte(`{"error"`)) || bytes.Contains(data, objectErrKey):
 				errText = string(data)
-				if i := bytes.Index(data, errorKey); i >= 0 && len(data)-i > 300 {
-					errText = string(data[i : i+300])
+				if j := bytes.Index(data, errorKey); j >= 0 && len(data)-j > 300 {
+					errText = string(data[j : j+300])
 				}
-			default:
-				if i := bytes.Index(data, choicesKey); i >= 0 && i+len(choicesKey) < len(data) && data[i+len(choicesKey)] != ']' {
-					now := time.Since(base).Nanoseconds()
-					if chunks == 0 {
-						s.FirstTokenNS = now
-					} else {
-						s.ChunkGapsUS = append(s.ChunkGapsUS, (now-lastNS)/1000)
-					}
-					lastNS = now
-					chunks++
-				}
-				if bytes.Contains(data, completionK) {
-					gotUse = usageInto(data, s) || gotUse
-				}
+			case bytes.Contains(data, completionK):
+				gotUse = usageInto(data, s) || gotUse
 			}
 		}
 		if err != nil {
