@@ -30,10 +30,28 @@ func Median(xs []float64) float64 {
 // bootstrapRounds trades precision of the interval ends for time.
 const bootstrapRounds = 1000
 
+// maxBootstrap bounds the values resampled: larger sets are thinned to
+// evenly spaced order statistics (same quantiles, bounded cost).
+const maxBootstrap = 2000
+
+func thin(xs []float64) []float64 {
+	if len(xs) <= maxBootstrap {
+		return xs
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	out := make([]float64, maxBootstrap)
+	for i := range out {
+		out[i] = s[i*len(s)/maxBootstrap]
+	}
+	return out
+}
+
 // BootstrapMedianCI is the median of xs with a 95% percentile-bootstrap
 // interval (seeded, so a report is reproducible).
 func BootstrapMedianCI(xs []float64, seed uint64) Interval {
 	out := Interval{Value: Median(xs), N: len(xs)}
+	xs = thin(xs)
 	if len(xs) < 2 {
 		out.Low, out.High = out.Value, out.Value
 		return out
@@ -61,6 +79,7 @@ func BootstrapRatioCI(a, b []float64, seed uint64) Interval {
 		return out
 	}
 	out.Value = mb / ma
+	a, b = thin(a), thin(b)
 	if len(a) < 2 || len(b) < 2 {
 		out.Low, out.High = out.Value, out.Value
 		return out
