@@ -38,12 +38,12 @@ type Options struct {
 }
 
 // DefaultGPU is the embedded default: a 48 GiB device with the
-// Qwen3-4B-Thinking-2507 profile and a timing model at 1/100 of real time.
+// Qwen3-4B-Thinking-2507 profile and a timing model at 1/10 of real time (the fake's per-token sleeps stay above timer resolution).
 func DefaultGPU() bench.GPUSpec {
 	return bench.GPUSpec{
 		MemoryBytes: 48 * gpu.GiB, Profile: vllm.DefaultModel, MaxModelLen: 131072,
 		TTFT: 40 * time.Millisecond, ITL: 20 * time.Millisecond, PrefillTokS: 20000,
-		TimeScale: 0.01, OutputMean: 64,
+		TimeScale: 0.1, OutputMean: 64,
 	}
 }
 

@@ -16,6 +16,8 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newReportCmd(),
+		newCompareCmd(),
 	)
 	return root
 }
