@@ -21,6 +21,11 @@ type Knee struct {
 	Max    float64     `json:"max_output_throughput"`
 	// Fraction is the share of the maximum that counts as saturated.
 	Fraction float64 `json:"fraction"`
+	// Predicted is, for a fake with a memory model, how many requests of
+	// TokensPerRequest (the measured mean of prompt + output) the KV cache
+	// holds at once: vLLM's num_blocks / ceil(tokens / block_size).
+	Predicted        float64 `json:"predicted,omitempty"`
+	TokensPerRequest int     `json:"tokens_per_request,omitempty"`
 }
 
 // KneeFraction is the saturation threshold of FindKnee.

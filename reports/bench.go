@@ -113,8 +113,13 @@ func benchNotes(r *bench.Result) []string {
 		}
 	}
 	if k := r.Knee; k != nil {
-		out = append(out, fmt.Sprintf("saturation knee (%s path): %s %g reaches %.0f%% of the best output throughput (%.0f tok/s)",
-			k.Path, k.Axis, k.X, 100*k.Fraction, k.Max))
+		line := fmt.Sprintf("saturation knee (%s path): %s %g reaches %.0f%% of the best output throughput (%.0f tok/s)",
+			k.Path, k.Axis, k.X, 100*k.Fraction, k.Max)
+		if k.Predicted > 0 {
+			line += fmt.Sprintf("; the KV cache holds %.2f requests of %d tokens (planner), the knee is %+.0f%% from it",
+				k.Predicted, k.TokensPerRequest, 100*(k.X-k.Predicted)/k.Predicted)
+		}
+		out = append(out, line)
 	}
 	if g := r.Config.GPU; g != nil && g.KVBlocks > 0 {
 		out = append(out, fmt.Sprintf("fake GPU: %s on %.0f GiB, %d KV blocks of %d tokens, max concurrency %.2fx at max_model_len %d",

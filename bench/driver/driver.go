@@ -115,12 +115,40 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		return nil, err
 	}
 	res.Samples, res.Stages, res.Interrupted = outcome.Samples, outcome.Stages, outcome.Interrupted
-	if cfg.Workload != bench.WorkloadSessions && st.source != nil {
+	if cfg.Workload != bench.WorkloadSessions && st.source != nil && sentThroughProxy(res.Samples) {
 		// Fidelity runs after the load so it never competes with it.
 		res.Capture = checkCapture(context.WithoutCancel(ctx), st, res.Samples)
 	}
 	res.Finish()
+	if k, g := res.Knee, cfg.GPU; k != nil && g != nil {
+		k.TokensPerRequest = meanTokens(res.Samples, k.Path)
+		k.Predicted = PredictedConcurrency(*g, k.TokensPerRequest)
+	}
 	return res, nil
+}
+
+func sentThroughProxy(ss []bench.Sample) bool {
+	for i := range ss {
+		if ss[i].Path == bench.PathProxy {
+			return true
+		}
+	}
+	return false
+}
+
+// meanTokens is the mean prompt + output tokens of the measured requests.
+func meanTokens(ss []bench.Sample, p bench.Path) int {
+	var sum, n int
+	for i := range ss {
+		if s := &ss[i]; s.Path == p && s.Phase == bench.PhaseMeasure && s.OK() {
+			sum += s.PromptTokens + s.OutputTokens
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / n
 }
 
 // stack is what a run sends to.

@@ -8,7 +8,14 @@ import (
 
 	"github.com/capbench/capbench/bench"
 	"github.com/capbench/capbench/bench/driver"
+	"github.com/capbench/capbench/fakes/gpu"
 )
+
+func mustProfile(name string) gpu.Profile {
+	p, err := gpu.LookupProfile(name)
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
 
 func embeddedChat(stages []bench.Shape, requests int) driver.Options {
 	g := driver.DefaultGPU()
@@ -93,7 +100,11 @@ var _ = Describe("a concurrency sweep on the 48 GiB Qwen3-4B-Thinking profile", 
 			tokens += float64(s.PromptTokens + s.OutputTokens)
 			n += float64(s.Completed)
 		}
-		predicted := driver.PredictedConcurrency(g, int(tokens/n))
+		By("predicting from the fakes/gpu plan: num_blocks / ceil(tokens / 16)")
+		capa, err := gpu.Plan(gpu.Config{Profile: mustProfile(g.Profile), GPUMemoryBytes: g.MemoryBytes, MaxModelLen: g.MaxModelLen})
+		Expect(err).NotTo(HaveOccurred())
+		predicted := float64(capa.NumBlocks) / float64(capa.BlocksFor(int(tokens/n)))
+		Expect(res.Knee.Predicted).To(BeNumerically("~", predicted, 0.01))
 		AddReportEntry("knee", map[string]any{"measured": res.Knee.X, "predicted": predicted, "points": res.Knee.Points})
 		Expect(res.Knee.X).To(BeNumerically("~", predicted, 0.15*predicted))
 	}, SpecTimeout(3*time.Minute))
