@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,23 +98,30 @@ func NormalizeBase(u string) string {
 	return strings.TrimRight(u, "/")
 }
 
-// RolloutID is the rollout id job n uses on this endpoint ("" without capture).
-func (e Endpoint) RolloutID(job int) string {
+// RolloutID is the rollout id job n of stage st uses on this endpoint (""
+// without capture).
+func (e Endpoint) RolloutID(st, job int) string {
 	if e.RolloutPrefix == "" {
 		return ""
 	}
-	return e.RolloutPrefix + "-" + strconv.Itoa(job)
+	return e.RolloutPrefix + "-" + strconv.Itoa(st) + "-" + strconv.Itoa(job)
 }
 
-func (e Endpoint) url(job int, path string) string {
-	base := NormalizeBase(e.Base)
-	if id := e.RolloutID(job); id != "" {
-		return base + "/ng-rollout/" + id + "/training-token-capture" + path
+// path is the request path of job n in stage st (a base URL's own path,
+// such as a proxy mounted under /capture, is kept).
+func (e Endpoint) path(st, job int, api string) string {
+	prefix := ""
+	if u, err := url.Parse(NormalizeBase(e.Base)); err == nil {
+		prefix = u.Path
 	}
-	return base + path
+	if id := e.RolloutID(st, job); id != "" {
+		return prefix + "/ng-rollout/" + id + "/training-token-capture" + api
+	}
+	return prefix + api
 }
 
-// ChatWorkload sends single Chat Completions calls.
+// ChatWorkload sends single Chat Completions calls. Plain-http endpoints
+// use a minimal keep-alive HTTP/1.1 client (rawhttp.go); others net/http.
 type ChatWorkload struct {
 	Client    *http.Client
 	Bodies    [][]byte
@@ -121,20 +129,55 @@ type ChatWorkload struct {
 	Header    http.Header
 	APIKey    string
 	Endpoints map[Path]Endpoint
-	paths     []Path
-	once      sync.Once
+	// NetHTTP sends every request through Client, never the raw client.
+	NetHTTP bool
+	paths   []Path
+	raw     map[Path]*rawClient
+	rawHdr  []byte
+	once    sync.Once
+}
+
+func (c *ChatWorkload) init() {
+	c.once.Do(func() {
+		c.raw = map[Path]*rawClient{}
+		for _, p := range []Path{PathDirect, PathProxy, PathTarget} {
+			ep, ok := c.Endpoints[p]
+			if !ok {
+				continue
+			}
+			c.paths = append(c.paths, p)
+			if rc := newRawClient(NormalizeBase(ep.Base)); rc != nil && !c.NetHTTP {
+				c.raw[p] = rc
+			}
+		}
+		var b bytes.Buffer
+		for k, vs := range c.Header {
+			for _, v := range vs {
+				fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+			}
+		}
+		if c.APIKey != "" {
+			fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", c.APIKey)
+		}
+		c.rawHdr = b.Bytes()
+	})
 }
 
 // Paths lists the endpoints' paths, direct first.
 func (c *ChatWorkload) Paths() []Path {
-	c.once.Do(func() {
-		for _, p := range []Path{PathDirect, PathProxy, PathTarget} {
-			if _, ok := c.Endpoints[p]; ok {
-				c.paths = append(c.paths, p)
-			}
-		}
-	})
+	c.init()
 	return c.paths
+}
+
+// Close closes idle connections.
+func (c *ChatWorkload) Close() {
+	c.init()
+	for _, rc := range c.raw {
+		rc.closeIdle()
+	}
+	if c.Client != nil {
+		c.Client.CloseIdleConnections()
+	}
 }
 
 var (
@@ -161,10 +204,23 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 
 // Send performs one call and fills s.
 func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time, s *Sample) {
+	c.init()
 	ep := c.Endpoints[p]
-	s.RolloutID = ep.RolloutID(job)
+	s.RolloutID = ep.RolloutID(s.Stage, job)
 	body := c.Bodies[job%len(c.Bodies)]
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url(job, "/v1/chat/completions"), bytes.NewReader(body))
+	if rc := c.raw[p]; rc != nil {
+		s.StartNS = time.Since(base).Nanoseconds()
+		defer func() { s.EndNS = time.Since(base).Nanoseconds() }()
+		reply, err := rc.post(ctx, ep.path(s.Stage, job, "/v1/chat/completions"), c.rawHdr, body)
+		if err != nil {
+			s.fail(classify(ctx, err), err)
+			return
+		}
+		defer reply.Close()
+		c.readReply(ctx, reply.Status, reply.Body, base, s)
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, NormalizeBase(ep.Base)+ep.path(s.Stage, job, "/v1/chat/completions"), bytes.NewReader(body))
 	if err != nil {
 		s.fail(ErrConnect, err)
 		return
@@ -176,8 +232,7 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
-	start := time.Now()
-	s.StartNS = start.Sub(base).Nanoseconds()
+	s.StartNS = time.Since(base).Nanoseconds()
 	defer func() { s.EndNS = time.Since(base).Nanoseconds() }()
 	resp, err := c.Client.Do(req)
 	if err != nil {
@@ -185,17 +240,21 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 		return
 	}
 	defer closeBody(resp.Body)
-	s.Status = resp.StatusCode
+	c.readReply(ctx, resp.StatusCode, resp.Body, base, s)
+}
+
+func (c *ChatWorkload) readReply(ctx context.Context, status int, body io.Reader, base time.Time, s *Sample) {
+	s.Status = status
 	br := bufPool.Get().(*bufio.Reader)
-	br.Reset(resp.Body)
+	br.Reset(body)
 	defer func() { br.Reset(nil); bufPool.Put(br) }()
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(br, 512))
 		kind := ErrHTTP5xx
-		if resp.StatusCode < 500 {
+		if status < 500 {
 			kind = ErrHTTP4xx
 		}
-		s.fail(kind, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg)))
+		s.fail(kind, fmt.Errorf("status %d: %s", status, bytes.TrimSpace(msg)))
 		return
 	}
 	if c.Stream {

@@ -3,10 +3,12 @@ package bench_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -54,9 +56,13 @@ func (s *sseServer) start(status int, body string) *httptest.Server {
 }
 
 func sendOne(url string, stream bool, extra map[string]any, prefix string) bench.Sample {
+	return sendVia(false, url, stream, extra, prefix)
+}
+
+func sendVia(netHTTP bool, url string, stream bool, extra map[string]any, prefix string) bench.Sample {
 	bodies, err := bench.BuildChatBodies(bench.ChatSpec{Model: "m", Prompt: bench.Dist{Kind: "fixed", A: 10}, Output: bench.Dist{Kind: "fixed", A: 16}, Stream: stream, Extra: extra, Variants: 1})
 	Expect(err).NotTo(HaveOccurred())
-	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(1), Bodies: bodies, Stream: stream,
+	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(1), Bodies: bodies, Stream: stream, NetHTTP: netHTTP,
 		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url + "/v1/", RolloutPrefix: prefix}}}
 	var s bench.Sample
 	w.Send(GinkgoT().Context(), 3, bench.PathTarget, time.Now(), &s)
@@ -81,11 +87,54 @@ var _ = Describe("ChatWorkload", func() {
 		Expect(srv.bodies[0]).To(HaveKeyWithValue("stream_options", map[string]any{"include_usage": true}))
 	})
 
+	It("reads the same through net/http (https targets) as through the raw client", func() {
+		srv := &sseServer{}
+		url := srv.start(200, goodStream).URL
+		a, b := sendVia(true, url, true, nil, ""), sendVia(false, url, true, nil, "")
+		Expect(a.OK()).To(BeTrue(), a.Error)
+		Expect([]int{a.OutputTokens, a.PromptTokens, len(a.ChunkGapsUS)}).To(Equal([]int{b.OutputTokens, b.PromptTokens, len(b.ChunkGapsUS)}))
+	})
+
+	DescribeTable("reuses one connection for successive calls",
+		func(stream bool) {
+			var conns atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if stream {
+					_, _ = io.WriteString(w, goodStream[:40])
+					w.(http.Flusher).Flush() // a chunked reply
+					_, _ = io.WriteString(w, goodStream[40:])
+					return
+				}
+				_, _ = io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":3}}`)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			DeferCleanup(srv.Close)
+			bodies, err := bench.BuildChatBodies(bench.ChatSpec{Prompt: bench.Dist{Kind: "fixed", A: 1}, Output: bench.Dist{Kind: "fixed", A: 1}, Variants: 1})
+			Expect(err).NotTo(HaveOccurred())
+			w := &bench.ChatWorkload{Bodies: bodies, Stream: stream, Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: srv.URL}}}
+			for range 5 {
+				var s bench.Sample
+				w.Send(GinkgoT().Context(), 0, bench.PathTarget, time.Now(), &s)
+				Expect(s.OK()).To(BeTrue(), s.Error)
+				Expect(s.OutputTokens).To(Equal(3))
+			}
+			w.Close()
+			Expect(conns.Load()).To(BeEquivalentTo(1))
+		},
+		Entry("whole replies", false),
+		Entry("chunked streams", true),
+	)
+
 	It("sends each job through its own capture rollout", func() {
 		srv := &sseServer{}
 		s := sendOne(srv.start(200, goodStream).URL, true, nil, "load")
-		Expect(s.RolloutID).To(Equal("load-3"))
-		Expect(srv.paths).To(Equal([]string{"/ng-rollout/load-3/training-token-capture/v1/chat/completions"}))
+		Expect(s.RolloutID).To(Equal("load-0-3"))
+		Expect(srv.paths).To(Equal([]string{"/ng-rollout/load-0-3/training-token-capture/v1/chat/completions"}))
 	})
 
 	It("counts chunks when the server sends no usage", func() {

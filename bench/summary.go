@@ -172,6 +172,7 @@ func Summarize(samples []Sample, stages []StageInfo, slo SLO) []Summary {
 		path  Path
 	}
 	groups := map[key][]*Sample{}
+	everything := map[key][]*Sample{}
 	excluded := map[key]map[Phase]int{}
 	var order []key
 	for i := range samples {
@@ -181,6 +182,7 @@ func Summarize(samples []Sample, stages []StageInfo, slo SLO) []Summary {
 			groups[k] = nil
 			order = append(order, k)
 		}
+		everything[k] = append(everything[k], s)
 		if s.Phase != PhaseMeasure {
 			if excluded[k] == nil {
 				excluded[k] = map[Phase]int{}
@@ -198,7 +200,7 @@ func Summarize(samples []Sample, stages []StageInfo, slo SLO) []Summary {
 	})
 	out := make([]Summary, 0, len(order))
 	for _, k := range order {
-		sum := summarizeGroup(groups[k], slo)
+		sum := summarizeGroup(groups[k], everything[k], slo)
 		sum.Stage, sum.Path, sum.Excluded = k.stage, k.path, excluded[k]
 		if k.stage >= 0 && k.stage < len(stages) { // stage index = position in stages
 			sum.Concurrency = stages[k.stage].Shape.Concurrency
@@ -212,16 +214,20 @@ func Summarize(samples []Sample, stages []StageInfo, slo SLO) []Summary {
 	return out
 }
 
-func summarizeGroup(ss []*Sample, slo SLO) Summary {
+// summarizeGroup computes one group's summary. Latencies come from the
+// measured samples. Throughputs are steady-state rates: the output of every
+// request of the group (whatever its phase) that finished inside the
+// measurement window, from the first to the last measured start, divided by
+// the window; the ramp-up and the drain at the end stay outside it. With
+// fewer than two measured starts the window runs to the last measured end.
+func summarizeGroup(ss, all []*Sample, slo SLO) Summary {
 	var sum Summary
 	ttft, tpot, itl, e2el, delay := newHistogram(), newHistogram(), newHistogram(), newHistogram(), newHistogram()
-	first, last := int64(math.MaxInt64), int64(math.MinInt64)
-	firstSched, lastSched := int64(math.MaxInt64), int64(math.MinInt64)
+	first, lastStart, lastEnd := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MinInt64)
 	perSecond := map[int64]int64{}
 	for _, s := range ss {
 		sum.Requests++
-		first, last = min(first, s.StartNS), max(last, s.EndNS)
-		firstSched, lastSched = min(firstSched, s.StartNS), max(lastSched, s.StartNS)
+		first, lastStart, lastEnd = min(first, s.StartNS), max(lastStart, s.StartNS), max(lastEnd, s.EndNS)
 		delay.addNS(max(s.StartNS-s.ScheduledNS, 0))
 		if !s.OK() {
 			sum.Failed++
@@ -249,24 +255,43 @@ func summarizeGroup(ss []*Sample, slo SLO) Summary {
 			itl.addUS(g)
 		}
 		e2el.addNS(s.E2ELNS())
-		if slo.Any() && slo.good(s) {
-			sum.GoodRequests++
-		}
 	}
 	if sum.Requests == 0 {
 		return sum
 	}
-	dur := float64(last-first) / 1e9
-	sum.DurationS = dur
-	if dur > 0 {
-		sum.RequestThroughput = float64(sum.Completed) / dur
-		sum.OutputThroughput = float64(sum.OutputTokens) / dur
-		sum.TotalTokenThroughput = float64(sum.OutputTokens+sum.PromptTokens) / dur
-		if slo.Any() {
-			sum.Goodput = float64(sum.GoodRequests) / dur
+	end := lastStart
+	if end <= first {
+		end = lastEnd
+	}
+	var done, good int
+	var outTok, inTok int64
+	for _, s := range all {
+		if s.OK() && s.EndNS >= first && s.EndNS <= end {
+			done++
+			outTok += int64(s.OutputTokens)
+			inTok += int64(s.PromptTokens)
+			if slo.Any() && slo.good(s) {
+				good++
+			}
 		}
 	}
-	if span := float64(lastSched-firstSched) / 1e9; span > 0 && sum.Requests > 1 {
+	if dur := float64(end-first) / 1e9; dur > 0 {
+		sum.DurationS = dur
+		sum.RequestThroughput = float64(done) / dur
+		sum.OutputThroughput = float64(outTok) / dur
+		sum.TotalTokenThroughput = float64(outTok+inTok) / dur
+		if slo.Any() {
+			sum.Goodput = float64(good) / dur
+		}
+	}
+	if slo.Any() {
+		for _, s := range ss {
+			if s.OK() && slo.good(s) {
+				sum.GoodRequests++
+			}
+		}
+	}
+	if span := float64(lastStart-first) / 1e9; span > 0 && sum.Requests > 1 {
 		sum.AchievedRate = float64(sum.Requests-1) / span
 	}
 	for _, v := range perSecond {

@@ -295,6 +295,7 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 		}
 	}
 	w := &bench.ChatWorkload{Client: client, Bodies: bodies, Stream: cfg.Chat.Stream, Header: o.Header, APIKey: o.APIKey, Endpoints: eps}
+	defer w.Close()
 	lc := bench.LoadConfig{Stages: cfg.Stages, Requests: cfg.Requests, Duration: time.Duration(cfg.Duration * float64(time.Second)),
 		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
 	return bench.RunLoad(ctx, lc, w)

@@ -205,6 +205,9 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 	} else if err := base.Validate(); err != nil {
 		return o, err
 	}
+	if f.rounds < 1 {
+		return o, fmt.Errorf("--rounds must be at least 1, got %d", f.rounds)
+	}
 	c.Requests, c.Duration, c.Rounds, c.Seed = f.requests, f.duration.Seconds(), f.rounds, f.seed
 	c.Windows = bench.Windows{WarmupRequests: f.warmupRequests, CooldownRequests: f.cooldownRequests, Warmup: f.warmup, Cooldown: f.cooldown}
 	slo, err := bench.ParseSLO(f.slo)
