@@ -107,15 +107,15 @@ func (e Endpoint) RolloutID(st, job int) string {
 	return e.RolloutPrefix + "-" + strconv.Itoa(st) + "-" + strconv.Itoa(job)
 }
 
-// path is the request path of job n in stage st (a base URL's own path,
-// such as a proxy mounted under /capture, is kept).
-func (e Endpoint) path(st, job int, api string) string {
+// pathFor is the request path for a rollout ("" = none; a base URL's own
+// path, such as a proxy mounted under /capture, is kept).
+func (e Endpoint) pathFor(rolloutID, api string) string {
 	prefix := ""
 	if u, err := url.Parse(NormalizeBase(e.Base)); err == nil {
 		prefix = u.Path
 	}
-	if id := e.RolloutID(st, job); id != "" {
-		return prefix + "/ng-rollout/" + id + "/training-token-capture" + api
+	if rolloutID != "" {
+		return prefix + "/ng-rollout/" + rolloutID + "/training-token-capture" + api
 	}
 	return prefix + api
 }
@@ -131,10 +131,18 @@ type ChatWorkload struct {
 	Endpoints map[Path]Endpoint
 	// NetHTTP sends every request through Client, never the raw client.
 	NetHTTP bool
-	paths   []Path
-	raw     map[Path]*rawClient
-	rawHdr  []byte
-	once    sync.Once
+	// API is the request path (default /v1/chat/completions).
+	API string
+	// PathBodies overrides Bodies for one path (a replay through capture
+	// sends text prompts where the direct path sends token ids).
+	PathBodies map[Path][][]byte
+	// RolloutFor, when set, names job n's rollout on capture endpoints
+	// (a replay keeps the recorded grouping of calls into rollouts).
+	RolloutFor func(job int) string
+	paths      []Path
+	raw        map[Path]*rawClient
+	rawHdr     []byte
+	once       sync.Once
 }
 
 func (c *ChatWorkload) init() {
@@ -207,11 +215,22 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 	c.init()
 	ep := c.Endpoints[p]
 	s.RolloutID = ep.RolloutID(s.Stage, job)
-	body := c.Bodies[job%len(c.Bodies)]
+	if c.RolloutFor != nil && ep.RolloutPrefix != "" {
+		s.RolloutID = ep.RolloutPrefix + "-" + c.RolloutFor(job)
+	}
+	bodies := c.Bodies
+	if pb, ok := c.PathBodies[p]; ok {
+		bodies = pb
+	}
+	body := bodies[job%len(bodies)]
+	api := c.API
+	if api == "" {
+		api = "/v1/chat/completions"
+	}
 	if rc := c.raw[p]; rc != nil {
 		s.StartNS = time.Since(base).Nanoseconds()
 		defer func() { s.EndNS = time.Since(base).Nanoseconds() }()
-		reply, err := rc.post(ctx, ep.path(s.Stage, job, "/v1/chat/completions"), c.rawHdr, body)
+		reply, err := rc.post(ctx, ep.pathFor(s.RolloutID, api), c.rawHdr, body)
 		if err != nil {
 			s.fail(classify(ctx, err), err)
 			return
@@ -220,7 +239,7 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 		c.readReply(ctx, reply.Status, reply.Body, base, s)
 		return
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, NormalizeBase(ep.Base)+ep.path(s.Stage, job, "/v1/chat/completions"), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, NormalizeBase(ep.Base)+ep.pathFor(s.RolloutID, api), bytes.NewReader(body))
 	if err != nil {
 		s.fail(ErrConnect, err)
 		return

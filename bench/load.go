@@ -36,6 +36,8 @@ type LoadConfig struct {
 	Duration time.Duration
 	Windows  Windows
 	Seed     uint64
+	// Offsets are the send times of a Trace stage, one per job.
+	Offsets []time.Duration
 	// Rounds repeats the stage list (default 1), reversing its order every
 	// other round, so slow drifts and noise bursts of a shared machine spread
 	// over every point of a sweep; each run of a stage is its own StageInfo.
@@ -75,6 +77,8 @@ func (c LoadConfig) Validate() error {
 		return fmt.Errorf("--requests must not be negative, got %d", c.Requests)
 	case c.Duration < 0:
 		return fmt.Errorf("--duration must not be negative, got %s", c.Duration)
+	case c.Stages[0].Arrival == Trace && len(c.Offsets) == 0:
+		return errors.New("bench: a trace stage needs its offsets")
 	case c.Requests == 0 && c.Duration == 0:
 		return errors.New("set --requests or --duration so every stage ends")
 	case c.Requests > 0 && c.Windows.WarmupRequests+c.Windows.CooldownRequests >= c.Requests:
@@ -205,7 +209,7 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 			}()
 		}
 	} else {
-		runOpen(ctx, shape, seed, jobs, base, &wg, func(job int, sched int64) { collect(send(job, sched)) })
+		runOpen(ctx, shape, seed, cfg.Offsets, jobs, base, &wg, func(job int, sched int64) { collect(send(job, sched)) })
 	}
 	wg.Wait()
 	info := StageInfo{Index: idx, Shape: shape, StartNS: start.Sub(base).Nanoseconds(), EndNS: time.Since(base).Nanoseconds(), Jobs: jobs.next}
@@ -214,7 +218,7 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 
 // runOpen starts jobs on the arrival schedule. With a concurrency cap, a
 // start waits for a free slot; the wait is the sample's schedule delay.
-func runOpen(ctx context.Context, shape Shape, seed uint64, jobs *jobCounter, base time.Time, wg *sync.WaitGroup, fire func(int, int64)) {
+func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Duration, jobs *jobCounter, base time.Time, wg *sync.WaitGroup, fire func(int, int64)) {
 	g := newGaps(shape, seed)
 	var slots chan struct{}
 	if shape.Concurrency > 0 {
@@ -253,7 +257,14 @@ func runOpen(ctx context.Context, shape Shape, seed uint64, jobs *jobCounter, ba
 			}
 			fire(job, sched)
 		}()
-		next = next.Add(g.next())
+		switch {
+		case shape.Arrival != Trace:
+			next = next.Add(g.next())
+		case job+1 < len(offsets):
+			next = next.Add(offsets[job+1] - offsets[job])
+		default:
+			return
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 const (
 	WorkloadChat     = "chat"
 	WorkloadSessions = "sessions"
+	WorkloadReplay   = "replay"
 )
 
 // GPUSpec is the embedded fake's memory and timing model.
@@ -66,6 +67,7 @@ type Config struct {
 	Workload string       `json:"workload"`
 	Chat     *ChatSpec    `json:"chat,omitempty"`
 	Sessions *SessionSpec `json:"sessions,omitempty"`
+	Replay   *ReplaySpec  `json:"replay,omitempty"`
 	// Paths limits an embedded run to some paths (empty: direct and proxy,
 	// paired).
 	Paths    []Path   `json:"paths,omitempty"`

@@ -21,6 +21,8 @@ const (
 	Constant Arrival = "constant"
 	Poisson  Arrival = "poisson"
 	Gamma    Arrival = "gamma"
+	// Trace sends job n at LoadConfig.Offsets[n] (a replay).
+	Trace Arrival = "trace"
 )
 
 // Shape is one stage's load.
@@ -52,6 +54,7 @@ func (s Shape) Validate() error {
 		if s.Concurrency < 0 {
 			return fmt.Errorf("--concurrency (the in-flight cap) must not be negative, got %d", s.Concurrency)
 		}
+	case Trace:
 	default:
 		return fmt.Errorf("--arrival %q: want closed, constant, poisson or gamma", s.Arrival)
 	}
@@ -60,8 +63,11 @@ func (s Shape) Validate() error {
 
 // Label is a short name for tables ("c=8", "poisson 20/s").
 func (s Shape) Label() string {
-	if s.Arrival == Closed {
+	switch s.Arrival {
+	case Closed:
 		return "c=" + strconv.Itoa(s.Concurrency)
+	case Trace:
+		return "replay"
 	}
 	l := fmt.Sprintf("%s %s/s", s.Arrival, strconv.FormatFloat(s.Rate, 'g', 4, 64))
 	if s.Arrival == Gamma {
@@ -89,6 +95,8 @@ func (g *gaps) next() time.Duration {
 		sec = mean
 	case Poisson:
 		sec = g.rng.ExpFloat64() * mean
+	case Trace:
+		return 0
 	case Gamma:
 		k := g.shape.Burstiness
 		sec = gammaDraw(g.rng, k) * mean / k

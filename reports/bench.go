@@ -106,8 +106,8 @@ func benchNotes(r *bench.Result) []string {
 		out = append(out, line)
 	}
 	if c := r.Capture; c != nil {
-		out = append(out, fmt.Sprintf("capture (%s store): %d of %d proxied calls captured (all: %v), %d records, %.1f records/s, %.1f KiB/s; fidelity (%s) %d/%d exact",
-			c.Store, c.Rollouts, c.ProxiedOK, c.CapturedAll, c.Records, c.RecordsPerS, c.BytesPerS/1024, c.FidelityMethod, c.FidelityExact, c.FidelityCalls))
+		out = append(out, fmt.Sprintf("capture (%s store): %d records for %d proxied calls in %d rollouts (all captured: %v), %.1f records/s, %.1f KiB/s; fidelity (%s) %d/%d exact",
+			c.Store, c.Records, c.ProxiedOK, c.Rollouts, c.CapturedAll, c.RecordsPerS, c.BytesPerS/1024, c.FidelityMethod, c.FidelityExact, c.FidelityCalls))
 		for _, p := range c.Problems {
 			out = append(out, "  problem: "+oneLine(p))
 		}

@@ -64,7 +64,7 @@ func benchGates(r *bench.Result) []junitCase {
 		bound("E2EL", s.E2EL, slo.E2EL)
 	}
 	if c := r.Capture; c != nil {
-		add("bench.capture", "every proxied call captured", c.CapturedAll, fmt.Sprintf("%d of %d proxied calls captured", c.Rollouts, c.ProxiedOK))
+		add("bench.capture", "every proxied call captured", c.CapturedAll, fmt.Sprintf("%d records for %d proxied calls", c.Records, c.ProxiedOK))
 		add("bench.capture", "captured tokens match ("+c.FidelityMethod+")", c.FidelityExact == c.FidelityCalls, fmt.Sprintf("%d of %d calls exact", c.FidelityExact, c.FidelityCalls))
 	}
 	if s := r.Sessions; s != nil {

@@ -105,6 +105,8 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	switch cfg.Workload {
 	case bench.WorkloadSessions:
 		outcome, res.Sessions, err = runSessions(ctx, o, st, client, base)
+	case bench.WorkloadReplay:
+		outcome, err = runReplay(ctx, o, st, client, res)
 	default:
 		outcome, err = runChat(ctx, o, st, client, base)
 	}
@@ -269,6 +271,66 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 	if err != nil {
 		return nil, err
 	}
+	w, err := chatWorkload(o, st, client, bodies, cfg.Chat.Stream)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	lc := bench.LoadConfig{Stages: cfg.Stages, Requests: cfg.Requests, Duration: time.Duration(cfg.Duration * float64(time.Second)),
+		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
+	return bench.RunLoad(ctx, lc, w)
+}
+
+// runReplay sends every call of a capture directory at its recorded offset
+// (divided by the speed) as /v1/completions with the recorded prompt ids and
+// generation length; through capture, calls keep their rollout grouping.
+func runReplay(ctx context.Context, o Options, st *stack, client *http.Client, res *bench.Result) (*bench.LoadOutcome, error) {
+	spec := o.Config.Replay
+	if spec == nil {
+		return nil, errors.New("replay workload without a capture directory")
+	}
+	calls, err := bench.LoadTrace(ctx, spec.Dir)
+	if err != nil {
+		return nil, err
+	}
+	offsets, err := bench.TraceOffsets(calls, spec.Speed)
+	if err != nil {
+		return nil, err
+	}
+	bodies, err := bench.ReplayBodies(calls, *spec, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	w, err := chatWorkload(o, st, client, bodies, true)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if _, viaProxy := w.Endpoints[bench.PathProxy]; viaProxy {
+		if st.direct == "" {
+			return nil, errors.New("--replay through a capture proxy needs --url (the model server) to turn the recorded token ids into prompt text")
+		}
+		texts, err := bench.Detokenize(ctx, client, st.direct, calls)
+		if err != nil {
+			return nil, err
+		}
+		pb, err := bench.ReplayBodies(calls, *spec, true, texts)
+		if err != nil {
+			return nil, err
+		}
+		w.PathBodies = map[bench.Path][][]byte{bench.PathProxy: pb}
+	}
+	w.API = "/v1/completions"
+	w.RolloutFor = func(job int) string { return calls[job].RolloutID }
+	spec.Calls = len(calls) // res.Config shares spec
+	lc := bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Trace}}, Requests: len(calls), Offsets: offsets,
+		Windows: o.Config.Windows, Seed: o.Config.Seed, Observe: o.Observe, OnStage: o.OnStage}
+	res.Config.Stages, res.Config.Requests = lc.Stages, lc.Requests
+	return bench.RunLoad(ctx, lc, w)
+}
+
+func chatWorkload(o Options, st *stack, client *http.Client, bodies [][]byte, stream bool) (*bench.ChatWorkload, error) {
+	cfg := o.Config
 	eps := map[bench.Path]bench.Endpoint{}
 	prefix := "bench-" + strings.ReplaceAll(time.Now().UTC().Format("150405.000"), ".", "")
 	switch cfg.Target {
@@ -294,9 +356,5 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 			eps[bench.PathDirect] = bench.Endpoint{Base: st.direct}
 		}
 	}
-	w := &bench.ChatWorkload{Client: client, Bodies: bodies, Stream: cfg.Chat.Stream, Header: o.Header, APIKey: o.APIKey, Endpoints: eps}
-	defer w.Close()
-	lc := bench.LoadConfig{Stages: cfg.Stages, Requests: cfg.Requests, Duration: time.Duration(cfg.Duration * float64(time.Second)),
-		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
-	return bench.RunLoad(ctx, lc, w)
+	return &bench.ChatWorkload{Client: client, Bodies: bodies, Stream: stream, Header: o.Header, APIKey: o.APIKey, Endpoints: eps}, nil
 }

@@ -109,3 +109,49 @@ var _ = Describe("a concurrency sweep on the 48 GiB Qwen3-4B-Thinking profile", 
 		Expect(res.Knee.X).To(BeNumerically("~", predicted, 0.15*predicted))
 	}, SpecTimeout(3*time.Minute))
 })
+
+var _ = Describe("replay of a capture directory", func() {
+	It("sends every recorded call at its offset with its prompt and length, and captures it again", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		o := embeddedChat([]bench.Shape{{Arrival: bench.Closed, Concurrency: 2}}, 10)
+		o.Config.CaptureDir, o.Config.Windows = dir, bench.Windows{}
+		rec, err := driver.Run(ctx, o)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rec.Capture.Records).To(Equal(10))
+
+		g := driver.DefaultGPU()
+		Expect(driver.PlanGPU(&g)).To(Succeed())
+		res, err := driver.Run(ctx, driver.Options{Config: bench.Config{
+			Target: bench.TargetEmbedded, Workload: bench.WorkloadReplay, GPU: &g, Seed: 1,
+			Replay: &bench.ReplaySpec{Dir: dir, Speed: 2},
+		}, MetricsURL: "off"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Config.Replay.Calls).To(Equal(10))
+		want := map[int]int{}
+		for _, s := range rec.Samples {
+			if s.Path == bench.PathProxy {
+				want[s.PromptTokens]++
+			}
+		}
+		got := map[int]int{}
+		for _, s := range res.Samples {
+			Expect(s.OK()).To(BeTrue(), s.Error)
+			if s.Path == bench.PathDirect { // the server's usage: the recorded prompt length
+				got[s.PromptTokens]++
+			}
+		}
+		Expect(res.Samples).To(HaveLen(20))
+		Expect(got).To(Equal(want))
+		Expect(res.Capture.CapturedAll).To(BeTrue(), "%v", res.Capture.Problems)
+		Expect(res.Capture.Records).To(Equal(10))
+		Expect(res.Capture.FidelityExact).To(Equal(res.Capture.FidelityCalls))
+	}, SpecTimeout(2*time.Minute))
+
+	It("refuses a directory with nothing to replay", func(ctx SpecContext) {
+		g := driver.DefaultGPU()
+		Expect(driver.PlanGPU(&g)).To(Succeed())
+		_, err := driver.Run(ctx, driver.Options{Config: bench.Config{Target: bench.TargetEmbedded, Workload: bench.WorkloadReplay, GPU: &g,
+			Replay: &bench.ReplaySpec{Dir: GinkgoT().TempDir(), Speed: 1}}, MetricsURL: "off"})
+		Expect(err).To(MatchError(ContainSubstring("no captured calls")))
+	})
+})

@@ -42,6 +42,8 @@ type benchFlags struct {
 	outputMean                                 float64
 	sessions, turns, toolTokens, subagentTurn  int
 	thinkTime                                  time.Duration
+	replay                                     string
+	replaySpeed                                float64
 	out, htmlOut, mdOut, junitOut              string
 	jsonOut                                    bool
 	progress                                   string
@@ -71,14 +73,17 @@ Shapes: --arrival closed (--concurrency N) or constant/poisson/gamma (--rate R,
 --burstiness B for gamma, --concurrency caps requests in flight); --sweep
 concurrency=1,2,4 or rate=5,10,20 runs one stage per value and finds the knee.
 Workloads: chat (single calls, --prompt-tokens and --max-tokens take 256,
-uniform:100-400 or normal:512,128) and sessions (Claude-Code-shaped rollouts
-through capture, consumed at their end with fidelity checked).
+uniform:100-400 or normal:512,128), sessions (Claude-Code-shaped rollouts
+through capture, consumed at their end with fidelity checked) and replay
+(--replay DIR: every call of a capture directory re-sent at its recorded time,
+with its prompt token ids and generation length).
 
 With --out DIR, result.json and samples.jsonl are written there; an
 interrupted run (Ctrl-C) says so and still writes what it has.`,
 		Example: `  capbench bench --requests 400 --concurrency 8 --slo ttft=2s,tpot=50ms --out /tmp/b1 --html /tmp/b1/report.html
   capbench bench --sweep concurrency=2,4,6,8,10,12 --prompt-tokens 26700 --max-tokens 256 --paths direct --time-scale 0.3 --requests 44
   capbench bench --workload sessions --sessions 8 --concurrency 4
+  capbench bench --replay /tmp/b1-capture --replay-speed 2
   capbench bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-4B-Thinking-2507 --arrival poisson --rate 20 --duration 60s --body-field ignore_eos=true
   capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000`,
 		Args: cobra.NoArgs,
@@ -88,7 +93,7 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.StringVar(&f.url, "url", "", "model server root (a trailing /v1 is fine); empty: the embedded fake")
 	fl.StringVar(&f.proxyURL, "proxy-url", "", "a running capture proxy's root (needs --capture-dir)")
 	fl.StringVar(&f.captureDir, "capture-dir", "", "the capture store directory (embedded: where to put it; default a temp dir)")
-	fl.StringVar(&f.workload, "workload", bench.WorkloadChat, "chat (single calls) or sessions (agent-shaped rollouts)")
+	fl.StringVar(&f.workload, "workload", bench.WorkloadChat, "chat (single calls), sessions (agent-shaped rollouts) or replay (see --replay)")
 	fl.StringVar(&f.model, "model", "", "model name sent (default: the fake's profile)")
 	fl.StringVar(&f.promptTokens, "prompt-tokens", "128", "prompt length: N, uniform:MIN-MAX or normal:MEAN,STD")
 	fl.StringVar(&f.maxTokens, "max-tokens", "64", "max_tokens per request (chat: a distribution as --prompt-tokens; sessions: a number, default 32000)")
@@ -125,6 +130,8 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.IntVar(&f.toolTokens, "tool-tokens", 2000, "sessions workload: tokens each tool result adds to the prompt")
 	fl.IntVar(&f.subagentTurn, "subagent-turn", 3, "sessions workload: the main call that spawns a sub-agent (0 = none)")
 	fl.DurationVar(&f.thinkTime, "think-time", 20*time.Millisecond, "sessions workload: pause before every call after the first")
+	fl.StringVar(&f.replay, "replay", "", "replay workload: a capture directory whose calls are re-sent at their recorded times")
+	fl.Float64Var(&f.replaySpeed, "replay-speed", 1, "replay workload: divide the recorded offsets by this")
 	fl.StringVar(&f.out, "out", "", "directory for result.json and samples.jsonl")
 	fl.StringVar(&f.htmlOut, "html", "", "write the self-contained HTML report to this file")
 	fl.StringVar(&f.mdOut, "md", "", "write the Markdown report to this file")
@@ -215,7 +222,23 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 		return o, err
 	}
 	c.SLO = slo
+	if f.replay != "" {
+		f.workload = bench.WorkloadReplay
+	}
 	switch f.workload {
+	case bench.WorkloadReplay:
+		if f.replay == "" {
+			return o, errors.New("--workload replay needs --replay DIR (a capture directory)")
+		}
+		c.Workload = bench.WorkloadReplay
+		extra, err := parseBodyFields(f.bodyFields)
+		if err != nil {
+			return o, err
+		}
+		if !(f.replaySpeed > 0) {
+			return o, fmt.Errorf("--replay-speed must be positive, got %v", f.replaySpeed)
+		}
+		c.Replay = &bench.ReplaySpec{Dir: f.replay, Speed: f.replaySpeed, Extra: extra, Model: f.model}
 	case bench.WorkloadChat:
 		c.Workload = bench.WorkloadChat
 		spec := &bench.ChatSpec{Model: model, Stream: f.stream, Seed: f.seed}
@@ -241,7 +264,7 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 		c.Sessions = &s
 		c.Stages = []bench.Shape{{Arrival: bench.Closed, Concurrency: f.concurrency}}
 	default:
-		return o, fmt.Errorf("--workload %q: want chat or sessions", f.workload)
+		return o, fmt.Errorf("--workload %q: want chat, sessions or replay", f.workload)
 	}
 	hdr := http.Header{}
 	for _, h := range f.headers {

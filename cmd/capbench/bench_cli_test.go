@@ -102,7 +102,9 @@ var _ = Describe("capbench bench, report and compare", func() {
 		Entry("a bad length distribution", []string{"--prompt-tokens", "uniform:9-1"}, "--prompt-tokens"),
 		Entry("a field the workload owns", []string{"--body-field", "max_tokens=5", "--requests", "1"}, "--body-field max_tokens"),
 		Entry("a GPU too small for the model", []string{"--gpu-memory", "8GiB"}, "would not start"),
-		Entry("an unknown workload", []string{"--workload", "replay"}, "--workload"),
+		Entry("an unknown workload", []string{"--workload", "trace"}, "--workload"),
+		Entry("replay without a directory", []string{"--workload", "replay"}, "--replay DIR"),
+		Entry("replay of an empty directory", []string{"--replay", "/nonexistent-capture-dir"}, "not a capture directory"),
 		Entry("an unknown path", []string{"--paths", "sideways", "--requests", "1"}, "--paths"),
 		Entry("a bad sweep", []string{"--sweep", "users=1,2"}, "--sweep"),
 	)
