@@ -9,6 +9,8 @@ import (
 	"github.com/capbench/capbench/bench"
 	"github.com/capbench/capbench/bench/driver"
 	"github.com/capbench/capbench/fakes/gpu"
+	"github.com/capbench/capbench/harness/env"
+	"github.com/capbench/capbench/scenarios"
 )
 
 func mustProfile(name string) gpu.Profile {
@@ -154,4 +156,40 @@ var _ = Describe("replay of a capture directory", func() {
 			Replay: &bench.ReplaySpec{Dir: GinkgoT().TempDir(), Speed: 1}}, MetricsURL: "off"})
 		Expect(err).To(MatchError(ContainSubstring("no captured calls")))
 	})
+})
+
+var _ = Describe("a running capture proxy with its capture directory", func() {
+	It("sends through it, then checks what it captured against the fake's ledger", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, CaptureDir: dir})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(e.Close)
+		res, err := driver.Run(ctx, driver.Options{Config: bench.Config{
+			Target: bench.TargetProxy, Workload: bench.WorkloadChat, ProxyURL: e.ProxyURL() + "/v1", URL: e.VLLMURL(), CaptureDir: dir,
+			Chat:   &bench.ChatSpec{Model: scenarios.DefaultModel, Prompt: bench.Dist{Kind: "fixed", A: 20}, Output: bench.Dist{Kind: "fixed", A: 16}, Stream: true},
+			Stages: []bench.Shape{{Arrival: bench.Poisson, Rate: 100, Concurrency: 4}}, Requests: 12, Seed: 2,
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Summaries).To(HaveLen(2)) // the proxy and, with --url, the server direct
+		Expect(res.Capture.CapturedAll).To(BeTrue(), "%v", res.Capture.Problems)
+		Expect(res.Capture.Records).To(Equal(12))
+		Expect(res.Capture.FidelityMethod).To(Equal("ledger"))
+		Expect(res.Capture.FidelityExact).To(Equal(12))
+		Expect(res.Server.Points).NotTo(BeEmpty())
+	}, SpecTimeout(time.Minute))
+
+	It("checks by token counts when the server keeps no ledger", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, CaptureDir: dir})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(e.Close)
+		res, err := driver.Run(ctx, driver.Options{Config: bench.Config{
+			Target: bench.TargetProxy, Workload: bench.WorkloadChat, ProxyURL: e.ProxyURL(), CaptureDir: dir,
+			Chat:   &bench.ChatSpec{Model: scenarios.DefaultModel, Prompt: bench.Dist{Kind: "fixed", A: 20}, Output: bench.Dist{Kind: "fixed", A: 16}, Stream: true},
+			Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 2}}, Requests: 6, Seed: 2,
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Capture.FidelityMethod).To(Equal("structural"))
+		Expect(res.Capture.FidelityExact).To(Equal(6), "%v", res.Capture.Problems)
+	}, SpecTimeout(time.Minute))
 })
