@@ -116,7 +116,7 @@ func benchNotes(r *bench.Result) []string {
 		line := fmt.Sprintf("saturation knee (%s path): %s %g reaches %.0f%% of the best output throughput (%.0f tok/s)",
 			k.Path, k.Axis, k.X, 100*k.Fraction, k.Max)
 		if k.Predicted > 0 {
-			line += fmt.Sprintf("; the KV cache holds %.2f requests of %d tokens (planner), the knee is %+.0f%% from it",
+			line += fmt.Sprintf("; the planner fits %g requests of %d tokens in the KV cache, the knee is %+.0f%% from it",
 				k.Predicted, k.TokensPerRequest, 100*(k.X-k.Predicted)/k.Predicted)
 		}
 		out = append(out, line)

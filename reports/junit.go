@@ -9,33 +9,6 @@ import (
 	"github.com/capbench/capbench/bench"
 )
 
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Time     string      `xml:"time,attr"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-}
-
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
-}
-
 // benchGates are the pass/fail checks of a bench run: every --slo bound at
 // p99 per stage and path, no failed requests, and (when there is capture)
 // every proxied call captured exactly and no session masked.
@@ -74,20 +47,11 @@ func benchGates(r *bench.Result) []junitCase {
 	return cases
 }
 
-// BenchJUnit writes the gates as JUnit XML and returns how many failed.
+// BenchJUnit writes the gates as JUnit XML (the JUnit types are shared with
+// the walkthrough report) and returns how many failed.
 func BenchJUnit(w io.Writer, r *bench.Result) (int, error) {
-	cases := benchGates(r)
-	suite := junitSuite{Name: "capbench bench", Tests: len(cases), Cases: cases}
-	for _, c := range cases {
-		if c.Failure != nil {
-			suite.Failures++
-		}
-	}
-	var dur float64
-	if n := len(r.Stages); n > 0 {
-		dur = float64(r.Stages[n-1].EndNS-r.Stages[0].StartNS) / 1e9
-	}
-	suite.Time = fmt.Sprintf("%.3f", dur)
+	suite := junitSuite{Name: "capbench bench", Cases: benchGates(r)}
+	suite.count()
 	doc := junitSuites{Name: "capbench", Tests: suite.Tests, Failures: suite.Failures, Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return 0, err

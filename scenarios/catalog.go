@@ -452,6 +452,7 @@ func All() []Scenario {
 		Tags: []string{"stream"},
 	})
 	add(moreRows()...)
+	add(argOrderScenarios()...)
 	return out
 }
 

@@ -47,14 +47,22 @@ func DefaultGPU() bench.GPUSpec {
 	}
 }
 
+func gpuConfig(g bench.GPUSpec) (gpu.Config, error) {
+	prof, err := gpu.LookupProfile(g.Profile)
+	if err != nil {
+		return gpu.Config{}, fmt.Errorf("--gpu-profile: %w", err)
+	}
+	return gpu.Config{Profile: prof, GPUMemoryBytes: g.MemoryBytes, MaxModelLen: g.MaxModelLen}, nil
+}
+
 // PlanGPU fills the planned capacity of g from fakes/gpu (the fake's own
 // memory model, one implementation).
 func PlanGPU(g *bench.GPUSpec) error {
-	prof, err := gpu.LookupProfile(g.Profile)
+	c, err := gpuConfig(*g)
 	if err != nil {
-		return fmt.Errorf("--gpu-profile: %w", err)
+		return err
 	}
-	capa, err := gpu.Plan(gpu.Config{Profile: prof, GPUMemoryBytes: g.MemoryBytes, MaxModelLen: g.MaxModelLen})
+	capa, err := gpu.Plan(c)
 	if err != nil {
 		return fmt.Errorf("the fake vLLM would not start: %w", err)
 	}
@@ -62,13 +70,19 @@ func PlanGPU(g *bench.GPUSpec) error {
 	return nil
 }
 
-// PredictedConcurrency is how many requests of tokens tokens each fit the KV
-// cache at once: vLLM's max_concurrency = num_blocks / ceil(tokens / block).
-func PredictedConcurrency(g bench.GPUSpec, tokens int) float64 {
-	if tokens <= 0 || g.BlockSize <= 0 {
-		return 0
+// PredictedConcurrency is the planner's answer (gpu.Predict, what
+// `capbench plan` prints) to how many requests of tokens tokens each the
+// fake's KV cache holds at once: floor(num_blocks / ceil(tokens / block)).
+func PredictedConcurrency(g bench.GPUSpec, tokens int) (int, error) {
+	c, err := gpuConfig(g)
+	if err != nil {
+		return 0, err
 	}
-	return float64(g.KVBlocks) / float64((tokens+g.BlockSize-1)/g.BlockSize)
+	f, err := gpu.Predict(c, tokens)
+	if err != nil {
+		return 0, err
+	}
+	return f.ConcurrentRequests, nil
 }
 
 // Run performs the bench described by o.
@@ -124,7 +138,9 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	res.Finish()
 	if k, g := res.Knee, cfg.GPU; k != nil && g != nil {
 		k.TokensPerRequest = meanTokens(res.Samples, k.Path)
-		k.Predicted = PredictedConcurrency(*g, k.TokensPerRequest)
+		if n, err := PredictedConcurrency(*g, k.TokensPerRequest); err == nil {
+			k.Predicted = float64(n)
+		}
 	}
 	return res, nil
 }
@@ -233,7 +249,7 @@ func startEmbedded(ctx context.Context, o Options) (*stack, error) {
 	}
 	server := scenarios.Server{Model: g.Profile, MaxModelLen: g.MaxModelLen, EnableAutoToolChoice: true,
 		ToolCallParser: "hermes", ChatTemplateVariant: "plain"}
-	tune := &env.FakeTuning{GPUMemory: g.MemoryBytes, Profile: g.Profile, LedgerLimit: ledger,
+	tune := &env.FakeTuning{Profile: g.Profile, LedgerLimit: ledger,
 		Timing: vllm.Timing{TTFT: g.TTFT, InterTokenLatency: g.ITL, PrefillTokensPerSecond: g.PrefillTokS,
 			BatchSlowdown: g.BatchSlowdown, TimeScale: g.TimeScale},
 		Lengths: vllm.Lengths{Mean: g.OutputMean, StdDev: g.OutputMean / 8, Min: 1}}
@@ -245,7 +261,7 @@ func startEmbedded(ctx context.Context, o Options) (*stack, error) {
 		}
 		tmp = dir
 	}
-	e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: server, Fake: tune, CaptureDir: dir, Logger: o.Logger})
+	e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: server, GPU: env.GPU{MemoryBytes: g.MemoryBytes}, Fake: tune, CaptureDir: dir, Logger: o.Logger})
 	if err != nil {
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)

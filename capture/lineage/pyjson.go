@@ -335,3 +335,103 @@ func appendPythonString(dst []byte, s string) []byte {
 func appendU4(dst []byte, r rune) []byte {
 	return append(dst, '\\', 'u', lowerHex[r>>12&0xF], lowerHex[r>>8&0xF], lowerHex[r>>4&0xF], lowerHex[r&0xF])
 }
+
+// PythonDumpsInOrder re-encodes one JSON text the way a Python server that
+// does json.dumps(json.loads(raw), ensure_ascii=False) would: keys in the
+// order written (dicts keep insertion order), ", " and ": " separators,
+// integers exact, other numbers as Python floats, non-ASCII kept raw. It is
+// how the proxy turns an echoed tool_use input into Chat arguments: vLLM's
+// hermes parser wrote the generated arguments the same way, so the echoed
+// call renders into the prompt as the tokens the model generated.
+func PythonDumpsInOrder(raw []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	out, err := appendPythonTokens(make([]byte, 0, len(raw)+len(raw)/8), dec, 0)
+	if err != nil {
+		return "", err
+	}
+	if _, err := dec.Token(); err == nil {
+		return "", fmt.Errorf("%w: trailing data", errPyJSON)
+	}
+	return string(out), nil
+}
+
+// appendPythonTokens writes the next JSON value of dec.
+func appendPythonTokens(dst []byte, dec *json.Decoder, depth int) ([]byte, error) {
+	if depth > 10000 {
+		return dst, fmt.Errorf("%w: nesting too deep", errPyJSON)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w", errPyJSON, err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		obj := t == '{'
+		if obj {
+			dst = append(dst, '{')
+		} else {
+			dst = append(dst, '[')
+		}
+		for i := 0; dec.More(); i++ {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			if obj {
+				k, err := dec.Token()
+				if err != nil {
+					return dst, fmt.Errorf("%w: %w", errPyJSON, err)
+				}
+				ks, _ := k.(string)
+				dst = appendPythonStringRaw(dst, ks)
+				dst = append(dst, ": "...)
+			}
+			if dst, err = appendPythonTokens(dst, dec, depth+1); err != nil {
+				return dst, err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return dst, fmt.Errorf("%w: %w", errPyJSON, err)
+		}
+		if obj {
+			return append(dst, '}'), nil
+		}
+		return append(dst, ']'), nil
+	case string:
+		return appendPythonStringRaw(dst, t), nil
+	default:
+		return appendPython(dst, t)
+	}
+}
+
+// appendPythonStringRaw writes s as json.dumps(s, ensure_ascii=False): ", \
+// and the C0 controls are escaped, everything else is kept.
+func appendPythonStringRaw(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			if c < 0x20 {
+				dst = appendU4(dst, rune(c))
+			} else {
+				dst = append(dst, c)
+			}
+		}
+	}
+	return append(dst, '"')
+}

@@ -25,6 +25,8 @@ type callCtx struct {
 	capture bool // training capture with a store
 	hdr     http.Header
 	log     *slog.Logger
+	raw     []byte     // the client's request body
+	req     *rawObject // its members, re-sent as written (chat, completions)
 
 	items    []any // request items for lineage (§3.8)
 	itemsErr bool  // the items could not be read; decision is lookup_error
@@ -244,21 +246,13 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 }
 
 // beginError is a failed begin_call: the model call fails before generation.
-type beginError struct{ err error }
+type beginError struct {
+	rolloutID string
+	err       error
+}
 
 func (e *beginError) Error() string { return "registering the call intent failed: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
-
-func (e *beginError) status() int {
-	switch {
-	case errors.Is(e.err, store.ErrInvalidRolloutID):
-		return http.StatusBadRequest
-	case errors.Is(e.err, store.ErrFrozen), errors.Is(e.err, store.ErrRetired):
-		return http.StatusConflict
-	default:
-		return http.StatusServiceUnavailable
-	}
-}
 
 // begin resolves the parent and registers the call intent (§3.3 steps 1–3).
 func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
@@ -272,7 +266,7 @@ func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	if err != nil {
 		p.forget(cc.rt.RolloutID, err)
 		cc.log.Error("begin_call failed; the model call fails", "err", err)
-		return &beginError{err}
+		return &beginError{rolloutID: cc.rt.RolloutID, err: err}
 	}
 	return nil
 }
@@ -353,7 +347,7 @@ func (p *Proxy) applyOverrides(out map[string]any, completions bool) {
 func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[string]any) (resp map[string]any, tok *tokenInfo, tokErr, err error) {
 	completions := path == pathCompletions
 	p.prepareUpstream(cc, out, completions)
-	body, err := marshalGeneric(out)
+	body, err := cc.req.encode(out)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}
@@ -368,17 +362,25 @@ func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[
 	if !cc.capture {
 		return resp, nil, nil, nil
 	}
+	tokenize := func(ctx context.Context, sub map[string]any) ([]int, error) { return p.tokenizeReq(ctx, cc.req, sub) }
 	if completions {
-		tok, tokErr = readCompletionTokens(ctx, resp, out, p.tokenize)
+		tok, tokErr = readCompletionTokens(ctx, resp, out, tokenize)
 	} else {
-		tok, tokErr = readChatTokens(ctx, resp, out, p.tokenize)
+		tok, tokErr = readChatTokens(ctx, resp, out, tokenize)
 	}
 	return resp, tok, tokErr, nil
 }
 
 // tokenize asks the engine's /tokenize for prompt ids.
 func (p *Proxy) tokenize(ctx context.Context, body map[string]any) ([]int, error) {
-	b, err := marshalGeneric(body)
+	return p.tokenizeReq(ctx, nil, body)
+}
+
+// tokenizeReq is tokenize for a body built from req's members, which are
+// sent as the client wrote them (the prompt must render as it did for the
+// generation).
+func (p *Proxy) tokenizeReq(ctx context.Context, req *rawObject, body map[string]any) ([]int, error) {
+	b, err := req.encode(body)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -27,48 +28,52 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	clientLogprobs, _ := body["logprobs"].(bool)
 	p.requestItems(cc, lineage.DialectChat, body)
 
-	out := cloneMap(body)
-	// The capture path always asks upstream for the complete reply.
-	delete(out, "stream")
-	delete(out, "stream_options")
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	if cc.capture {
-		choice, msg, cerr := firstChoice(resp)
-		var clientLP any
-		if cerr == nil {
-			clientLP = choice["logprobs"]
-			if tok != nil {
-				attachTokens(msg, tok)
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: cloneMap(body), stream: stream, errw: writeOpenAIError, passBody: true,
+		// The client's stream_options stay on a pass-through stream: the
+		// client reads the engine's own chunks.
+		sink: func(bw *bufio.Writer) streamSink {
+			return &chatSink{bw: bw, keepLogprobs: clientLogprobs, keepUsage: includeUsage}
+		},
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) { p.commitChat(ctx, cc, resp, tok, tokErr) },
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			if cc.capture {
+				clientLP := p.commitChat(ctx, cc, resp, tok, tokErr)
+				// Deviation Q4 from the Python server, as asked: token fields
+				// are stripped from every capture-path reply, not only from
+				// streams. The record holds them; a client that asked for
+				// logprobs itself keeps them (their tokens read
+				// token_id:<n>, since the proxy pins
+				// return_tokens_as_token_ids).
+				stripChatTokens(resp)
+				if choice, _, cerr := firstChoice(resp); cerr == nil && clientLogprobs {
+					choice["logprobs"] = clientLP
+				}
 			}
-			delete(choice, "logprobs")
-			delete(choice, "token_ids")
+			if stream {
+				writeChatStream(w, resp, includeUsage)
+				return
+			}
+			writeJSON(w, http.StatusOK, resp)
+		}})
+}
+
+// commitChat records a chat completion: the token bundle goes on the
+// message, the engine's token fields come off, and the record is put. It
+// returns the engine's log-probs (for a client that asked for them).
+func (p *Proxy) commitChat(ctx context.Context, cc *callCtx, resp map[string]any, tok *tokenInfo, tokErr error) (clientLP any) {
+	choice, msg, cerr := firstChoice(resp)
+	if cerr == nil {
+		clientLP = choice["logprobs"]
+		if tok != nil {
+			attachTokens(msg, tok)
 		}
-		delete(resp, "prompt_token_ids")
-		p.commit(ctx, cc, resp, tokErr)
-		// Deviation Q4 from the Python server, as asked: token fields are
-		// stripped from every capture-path reply, not only from streams.
-		// The record holds them; a client that asked for logprobs itself
-		// keeps them (their tokens read token_id:<n>, since the proxy pins
-		// return_tokens_as_token_ids).
-		stripChatTokens(resp)
-		if cerr == nil && clientLogprobs {
-			choice["logprobs"] = clientLP
-		}
+		delete(choice, "logprobs")
+		delete(choice, "token_ids")
 	}
-	if stream {
-		writeChatStream(w, resp, includeUsage)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	delete(resp, "prompt_token_ids")
+	p.commit(ctx, cc, resp, tokErr)
+	return clientLP
 }
 
 // attachTokens puts the token bundle on a carrier object (§3.4 step 3).

@@ -123,9 +123,9 @@ var _ = Describe("chat completions capture", func() {
 		storeKinds,
 	)
 
-	It("streams a synthetic SSE reply built from the complete upstream reply", func(ctx SpecContext) {
+	It("streams a synthetic SSE reply built from the complete upstream reply with --buffered-streams", func(ctx SpecContext) {
 		st := store.NewMemoryStore()
-		p := startProxy(ctx, up.URL(), st, nil)
+		p := startProxy(ctx, up.URL(), st, func(o *proxy.Options) { o.BufferedStreams = true })
 		up.script(stubReply{Reasoning: "think", Content: "the answer", ToolCalls: [][2]string{{"f", `{"a": 1}`}}})
 		body := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "q"}}, "stream": true,
 			"stream_options": map[string]any{"include_usage": true}}

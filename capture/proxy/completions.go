@@ -25,46 +25,39 @@ func (p *Proxy) handleCompletions(w http.ResponseWriter, r *http.Request, cc *ca
 	stream := streamRequested(body)
 	clientLogprobs := body["logprobs"] != nil
 	cc.items = []any{map[string]any{"role": "user", "content": prompt}}
-	out := cloneMap(body)
-	delete(out, "stream")
-	delete(out, "stream_options")
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathCompletions, out)
-	if err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	choices, _ := resp["choices"].([]any)
-	var choice map[string]any
-	if len(choices) > 0 {
-		choice, _ = choices[0].(map[string]any)
-	}
-	text, _ := choice["text"].(string)
-	msg := map[string]any{"type": "message", "role": "assistant", "content": text}
-	if tok != nil {
-		attachTokens(msg, tok)
-	}
-	payload := map[string]any{"id": resp["id"], "model": resp["model"], "choices": []any{map[string]any{"index": 0, "message": msg}}}
-	p.commit(ctx, cc, payload, tokErr)
-	for _, c := range choices {
-		if ch, ok := c.(map[string]any); ok {
-			delete(ch, "token_ids")
-			delete(ch, "prompt_token_ids")
-			delete(ch, keyRoutedExperts)
-			if !clientLogprobs {
-				delete(ch, "logprobs")
+	// Completions have no pass-through stream: streaming clients get the
+	// complete reply as a synthetic stream.
+	p.runCall(w, r, cc, &modelCall{path: pathCompletions, out: cloneMap(body), stream: stream, errw: writeOpenAIError, passBody: true,
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			choices, _ := resp["choices"].([]any)
+			var choice map[string]any
+			if len(choices) > 0 {
+				choice, _ = choices[0].(map[string]any)
 			}
-		}
-	}
-	if stream {
-		writeCompletionStream(w, resp)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+			text, _ := choice["text"].(string)
+			msg := map[string]any{"type": "message", "role": "assistant", "content": text}
+			if tok != nil {
+				attachTokens(msg, tok)
+			}
+			payload := map[string]any{"id": resp["id"], "model": resp["model"], "choices": []any{map[string]any{"index": 0, "message": msg}}}
+			p.commit(ctx, cc, payload, tokErr)
+			for _, c := range choices {
+				if ch, ok := c.(map[string]any); ok {
+					delete(ch, "token_ids")
+					delete(ch, "prompt_token_ids")
+					delete(ch, keyRoutedExperts)
+					if !clientLogprobs {
+						delete(ch, "logprobs")
+					}
+				}
+			}
+			if stream {
+				writeCompletionStream(w, resp)
+				return
+			}
+			writeJSON(w, http.StatusOK, resp)
+		}})
 }
 
 // writeCompletionStream replays a text completion as one text chunk per

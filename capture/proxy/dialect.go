@@ -71,6 +71,10 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		cc.log.Info("call done", "status", sw.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	}()
 
+	if !jsonContentType(r) {
+		writeValidationError(sw, rt.APIPath == pathMessages, mediaTypeMessage, "")
+		return
+	}
 	raw, ok := p.readBody(sw, r, errw)
 	if !ok {
 		return
@@ -84,9 +88,10 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 				errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 				return
 			}
+			req := newRawObject(raw, body)
 			p.applyOverrides(body, rt.APIPath == pathCompletions)
 			p.overrideModel(body)
-			if raw, err = marshalGeneric(body); err != nil {
+			if raw, err = req.encode(body); err != nil {
 				errw(sw, http.StatusInternalServerError, err.Error())
 				return
 			}
@@ -98,6 +103,14 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	if err != nil {
 		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
+	}
+	if _, err := streamFlag(body["stream"]); err != nil {
+		writeValidationError(sw, rt.APIPath == pathMessages, streamValidationMessage(body["stream"]), "body.stream")
+		return
+	}
+	cc.raw = raw
+	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
+		cc.req = newRawObject(raw, body)
 	}
 	switch rt.APIPath {
 	case pathChat:
@@ -160,9 +173,10 @@ func checkN(body map[string]any) error {
 	return nil
 }
 
-// streamRequested reads the client's stream flag.
+// streamRequested reads the client's stream flag (validated by
+// serveDialect, with vLLM's lax boolean rules).
 func streamRequested(body map[string]any) bool {
-	b, _ := body["stream"].(bool)
+	b, _ := streamFlag(body["stream"])
 	return b
 }
 

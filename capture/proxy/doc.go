@@ -8,11 +8,16 @@
 //	/<api path>                                         forwarded, not captured
 //
 // and four dialects: Chat Completions, Completions, Responses and Anthropic
-// Messages. Every dialect is sent upstream as a non-streaming Chat Completions
-// (or Completions) request; the proxy asks vLLM for token ids and log-probs,
+// Messages, each read into one modelCall and run through one pipeline
+// (runCall). Every dialect is sent upstream as a Chat Completions (or
+// Completions) request; the proxy asks vLLM for token ids and log-probs,
 // records them into a store, strips them from the reply and answers the client
-// in its own dialect, as JSON or as a synthetic SSE stream built from the
-// complete upstream reply.
+// in its own dialect. A streaming client of chat, Responses or Messages gets
+// the engine's stream translated chunk by chunk and the record is committed
+// when it ends (docs/streaming.md); with Options.BufferedStreams, and always
+// for completions, the engine is asked for the complete reply and a streaming
+// client gets a synthetic stream of it. Client JSON the proxy re-sends keeps
+// its key order (docs/argument-order.md).
 //
 // Choices where the contract leaves room (each is also noted where it is made):
 //
@@ -35,10 +40,16 @@
 //     resolves to the same parent as the first attempt, i.e. a retry sibling
 //     for the builder. A retry marks nothing; after a 5xx the rollout is
 //     incomplete only because of the failed attempt (its intent has no
-//     record). After a stream the client cut, the first attempt was already
-//     recorded (capture completes before the reply is written), so the
-//     resend is a sibling; for a first call that means two roots, which the
-//     consumer masks unless attributed (contract §10 row 5d).
+//     record). After a buffered stream the client cut, the first attempt was
+//     already recorded (capture completes before the reply is written), so
+//     the resend is a sibling; for a first call that means two roots, which
+//     the consumer masks unless attributed (contract §10 row 5d). A
+//     pass-through stream cut before its end records nothing for that
+//     attempt and marks the rollout incomplete.
+//   - Refused calls (rollout frozen or retired, invalid id, store not
+//     writable) answer a status SDKs do not retry (400, 410, 424, with
+//     x-should-retry: false) naming the rollout and the fix; a full capture
+//     disk answers 503 with Retry-After.
 //   - Lineage request items of a Messages call omit thinking blocks from
 //     assistant turns: the recorded output's reasoning item is never
 //     model-authored, so the echoed thinking block must not count either

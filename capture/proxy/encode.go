@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +44,16 @@ func appendGeneric(dst []byte, v any, depth int) ([]byte, error) {
 			return appendMarshalled(dst, v) // encoding/json reports it
 		}
 		return append(dst, s...), nil
+	case json.RawMessage:
+		// The client's (or the model's) own bytes, kept for their key order.
+		if x == nil {
+			return append(dst, "null"...), nil
+		}
+		buf := bytes.NewBuffer(dst)
+		if err := json.Compact(buf, x); err != nil {
+			return nil, fmt.Errorf("proxy: raw JSON value: %w", err)
+		}
+		return buf.Bytes(), nil
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil

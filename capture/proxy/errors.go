@@ -85,7 +85,7 @@ func writeExchangeError(w http.ResponseWriter, err error, errw errorWriter, pass
 	}
 	var be *beginError
 	if errors.As(err, &be) {
-		errw(w, be.status(), be.Error())
+		writeRefusal(w, errw, refuse(be.rolloutID, be.err))
 		return
 	}
 	errw(w, http.StatusBadGateway, err.Error())

@@ -24,6 +24,15 @@ func startFake() *vllm.Server {
 	return f
 }
 
+// ledgerOf waits for n entries in the fake's ledger: the fake records a
+// streamed generation just after its [DONE], which the proxy may already
+// have relayed.
+func ledgerOf(f *vllm.Server, n int) []vllm.LedgerEntry {
+	GinkgoHelper()
+	Eventually(func() []vllm.LedgerEntry { return f.Ledger() }).Should(HaveLen(n))
+	return f.Ledger()
+}
+
 // matchesLedger checks a record against the fake's ground truth.
 func matchesLedger(e *record.Entry, l vllm.LedgerEntry) {
 	ExpectWithOffset(1, e.PromptTokenIDs).To(Equal(l.PromptTokenIDs))
@@ -48,8 +57,7 @@ var _ = Describe("in front of the fake vLLM", func() {
 			Expect(tokenKeysIn(r.Body)).To(BeFalse())
 			es := entries(ctx, st, "e1")
 			Expect(es).To(HaveLen(1))
-			led := fake.Ledger()
-			Expect(led).To(HaveLen(1))
+			led := ledgerOf(fake, 1)
 			matchesLedger(es[0], led[0])
 			Expect(es[0].Model).To(Equal("policy"))
 		},
@@ -101,7 +109,7 @@ var _ = Describe("in front of the fake vLLM", func() {
 		es := entries(ctx, st, "e3")
 		Expect(es).To(HaveLen(1))
 		Expect(*es[0].ResponseID).To(Equal(msg["id"]))
-		matchesLedger(es[0], fake.Ledger()[0])
+		matchesLedger(es[0], ledgerOf(fake, 1)[0])
 	})
 
 	DescribeTable("engine faults",
@@ -138,7 +146,7 @@ var _ = Describe("in front of the fake vLLM", func() {
 			}
 			es := entries(ctx, st, "rt")
 			Expect(es).To(HaveLen(1))
-			matchesLedger(es[0], fake.Ledger()[0])
+			matchesLedger(es[0], ledgerOf(fake, 1)[0])
 			Expect(incomplete(ctx, st, "rt")).To(BeFalse())
 		},
 		Entry("chat", pathChatT, map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, false),

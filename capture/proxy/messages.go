@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 
 	"github.com/capbench/capbench/capture/lineage"
@@ -11,7 +12,7 @@ import (
 // handleMessages serves the Anthropic Messages API through chat: the capture
 // payload is a Responses object (§1.5) whose id is reused as the message id.
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	out, err := anthropic.ToChat(body)
+	out, err := anthropic.ToChatRaw(body, messagesRaw(cc.raw))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
@@ -19,40 +20,47 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 	stream := streamRequested(body)
 	p.requestItems(cc, lineage.DialectMessages, withoutThinking(body))
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeAnthropicError, false)
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeAnthropicError, false)
-		return
-	}
 	id := newResponseID()
-	if cc.capture {
-		payload, err := responsesFromChat(resp, id, tok)
-		if err != nil {
-			p.markIncomplete(ctx, cc, "capture_error", err)
-		} else {
-			p.commit(ctx, cc, payload, tokErr)
-		}
+	stops := anthropic.StopSequences(body)
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: out, stream: stream, errw: writeAnthropicError,
+		sink: func(bw *bufio.Writer) streamSink { return &messagesSink{bw: bw, id: id, stopSeqs: stops} },
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
+		},
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, nil)
+			msg, err := anthropic.FromChat(resp, id, stops)
+			if err != nil {
+				writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
+				return
+			}
+			if !stream {
+				writeJSON(w, http.StatusOK, msg)
+				return
+			}
+			sseHeaders(w)
+			bw := bufio.NewWriterSize(w, 16*1024)
+			if err := anthropic.WriteSSE(bw, msg); err != nil {
+				cc.log.Warn("writing the event stream failed", "err", err)
+				return
+			}
+			_ = bw.Flush()
+		}})
+}
+
+// commitResponses records a chat completion as the Responses payload
+// (§1.5) with response id id, the item ids a stream announced when ids is
+// set.
+func (p *Proxy) commitResponses(ctx context.Context, cc *callCtx, resp map[string]any, id string, tok *tokenInfo, tokErr error, ids *itemIDs) {
+	if !cc.capture {
+		return
 	}
-	msg, err := anthropic.FromChat(resp, id, anthropic.StopSequences(body))
+	payload, err := responsesFromChat(resp, id, tok, ids)
 	if err != nil {
-		writeAnthropicError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
+		p.markIncomplete(ctx, cc, "capture_error", err)
 		return
 	}
-	if !stream {
-		writeJSON(w, http.StatusOK, msg)
-		return
-	}
-	sseHeaders(w)
-	bw := bufio.NewWriterSize(w, 16*1024)
-	if err := anthropic.WriteSSE(bw, msg); err != nil {
-		cc.log.Warn("writing the event stream failed", "err", err)
-		return
-	}
-	_ = bw.Flush()
+	p.commit(ctx, cc, payload, tokErr)
 }
 
 // serveCountTokens answers /v1/messages/count_tokens with the upstream
@@ -71,7 +79,7 @@ func (p *Proxy) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	if _, ok := body["messages"]; !ok {
 		body["messages"] = []any{}
 	}
-	chat, err := anthropic.ToChat(body)
+	chat, err := anthropic.ToChatRaw(body, messagesRaw(raw))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return

@@ -68,6 +68,11 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Client sends upstream requests; nil creates one pooled client.
 	Client *http.Client
+	// BufferedStreams answers streaming clients the way NeMo Gym's model
+	// server does: one non-streaming engine call, then a synthetic stream of
+	// the complete reply. By default streams pass through as the engine
+	// generates them (docs/streaming.md).
+	BufferedStreams bool
 	// MaxTrackedRollouts bounds how many rollouts keep a lineage index in
 	// memory (default DefaultMaxTrackedRollouts). Past it the least recently
 	// used index is dropped; that rollout's next call rebuilds it from the
@@ -204,7 +209,9 @@ func (p *Proxy) URL() string {
 	return "http://" + p.listener.Addr().String()
 }
 
-// Handler serves the proxy's routes; usable without Start.
+// Handler serves the proxy's routes; usable without Start. To cut a reply
+// whose upstream failed mid-stream it panics with http.ErrAbortHandler, which
+// net/http's server turns into an aborted connection.
 func (p *Proxy) Handler() http.Handler { return p.handler }
 
 // Registry is the registry the proxy's metrics live in.
@@ -262,7 +269,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
-	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages)
+	anthropicPath := strings.HasPrefix(rt.APIPath, pathMessages) || strings.HasPrefix(rt.APIPath, "/v1"+pathMessages)
 	errw := writeOpenAIError
 	if anthropicPath {
 		errw = writeAnthropicError
@@ -276,6 +283,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			errw(w, http.StatusBadRequest, fmt.Sprintf("invalid rollout id %q in the URL: %v", rt.RolloutID, err))
 			return
 		}
+	}
+	if doubledV1(rt.APIPath) {
+		p.log.Warn("request path has /v1 twice: the client's base URL ends in /v1", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+		errw(w, http.StatusNotFound, unknownRouteMessage(rt))
+		return
 	}
 	switch rt.APIPath {
 	case pathChat, pathCompletions, pathResponses, pathMessages:
@@ -299,7 +311,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		if rt.RolloutID != "" {
 			// Unknown path under a rollout prefix: 404, nothing marked (Q5).
-			errw(w, http.StatusNotFound, "unknown API path "+strconv.Quote(rt.APIPath)+" under the rollout prefix")
+			p.log.Warn("unknown API path under a rollout prefix", "path", rt.APIPath, "rollout_id", rt.RolloutID)
+			errw(w, http.StatusNotFound, unknownRouteMessage(rt))
 			return
 		}
 		body := io.Reader(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes))

@@ -15,18 +15,28 @@ import (
 // way the Python engine adapter does (§1.5): an optional reasoning item, an
 // optional message item, one function_call item per tool call, and the token
 // bundle on the LAST item. An empty generation still gets a message item so
-// the tokens have a carrier.
-func responsesFromChat(resp map[string]any, id string, tok *tokenInfo) (map[string]any, error) {
+// the tokens have a carrier. ids, when set, are the item ids a stream has
+// already announced; otherwise fresh ones are minted.
+func responsesFromChat(resp map[string]any, id string, tok *tokenInfo, ids *itemIDs) (map[string]any, error) {
+	if ids == nil {
+		ids = &itemIDs{}
+	}
+	mint := func(have *string, prefix string) string {
+		if *have == "" {
+			*have = prefix + newCallID()
+		}
+		return *have
+	}
 	choice, msg, err := firstChoice(resp)
 	if err != nil {
 		return nil, err
 	}
 	var items []any
 	if r, ok := nonEmptyString(msg["reasoning"]); ok {
-		items = append(items, map[string]any{"type": "reasoning", "id": "rs_" + newCallID(), "summary": []any{},
+		items = append(items, map[string]any{"type": "reasoning", "id": mint(&ids.reasoning, "rs_"), "summary": []any{},
 			"content": []any{map[string]any{"type": "reasoning_text", "text": r}}})
 	} else if r, ok := nonEmptyString(msg["reasoning_content"]); ok {
-		items = append(items, map[string]any{"type": "reasoning", "id": "rs_" + newCallID(), "summary": []any{},
+		items = append(items, map[string]any{"type": "reasoning", "id": mint(&ids.reasoning, "rs_"), "summary": []any{},
 			"content": []any{map[string]any{"type": "reasoning_text", "text": r}}})
 	}
 	calls, _ := msg["tool_calls"].([]any)
@@ -40,12 +50,15 @@ func responsesFromChat(resp map[string]any, id string, tok *tokenInfo) (map[stri
 			continue
 		}
 		fn, _ := call["function"].(map[string]any)
-		fnItems = append(fnItems, map[string]any{"type": "function_call", "id": "fc_" + newCallID(), "call_id": call["id"],
+		if len(ids.calls) <= len(fnItems) {
+			ids.calls = append(ids.calls, "fc_"+newCallID())
+		}
+		fnItems = append(fnItems, map[string]any{"type": "function_call", "id": ids.calls[len(fnItems)], "call_id": call["id"],
 			"name": fn["name"], "arguments": fn["arguments"], "status": "completed"})
 	}
 	text, hasText := nonEmptyString(msg["content"])
 	if hasText || (len(fnItems) == 0 && len(items) == 0) {
-		items = append(items, map[string]any{"type": "message", "id": "msg_" + newCallID(), "role": "assistant", "status": "completed",
+		items = append(items, map[string]any{"type": "message", "id": mint(&ids.message, "msg_"), "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
 	}
 	items = append(items, fnItems...)
@@ -93,7 +106,10 @@ func stripItemTokens(obj map[string]any) {
 }
 
 // responsesToChat translates a Responses request into a chat request.
-func responsesToChat(body map[string]any) (map[string]any, error) {
+// raw is the client's body: tool schemas and non-string tool outputs are
+// passed on as written (their key order reaches the prompt).
+func responsesToChat(body map[string]any, raw []byte) (map[string]any, error) {
+	rawParams, rawOutputs := responsesRaw(raw)
 	out := map[string]any{}
 	if m, ok := body["model"]; ok {
 		out["model"] = m
@@ -132,7 +148,12 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 				flush()
 				out := it["output"]
 				if _, ok := out.(string); !ok {
-					b, _ := marshalGeneric(out)
+					var b []byte
+					if r, ok := rawOutputs[i]; ok {
+						b, _ = marshalGeneric(r)
+					} else {
+						b, _ = marshalGeneric(out)
+					}
 					out = string(b)
 				}
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it["call_id"], "content": out})
@@ -173,12 +194,15 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 	out["messages"] = msgs
 	if tools, ok := body["tools"].([]any); ok && len(tools) > 0 {
 		var ct []any
-		for _, t := range tools {
+		for k, t := range tools {
 			tm, ok := t.(map[string]any)
 			if !ok || tm["type"] != "function" {
 				continue
 			}
 			fn := map[string]any{"name": tm["name"], "parameters": tm["parameters"]}
+			if r, ok := rawParams[k]; ok && tm["parameters"] != nil {
+				fn["parameters"] = r
+			}
 			if d, ok := tm["description"]; ok {
 				fn["description"] = d
 			}
@@ -209,7 +233,7 @@ func responsesToChat(body map[string]any) (map[string]any, error) {
 
 // handleResponses serves /v1/responses by translating to chat.
 func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	out, err := responsesToChat(body)
+	out, err := responsesToChat(body, cc.raw)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
@@ -217,30 +241,30 @@ func (p *Proxy) handleResponses(w http.ResponseWriter, r *http.Request, cc *call
 	stream := streamRequested(body)
 	p.requestItems(cc, lineage.DialectResponses, body)
 	ctx := r.Context()
-	if err := p.begin(ctx, cc); err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	resp, tok, tokErr, err := p.exchange(ctx, cc, pathChat, out)
-	if err != nil {
-		writeExchangeError(w, err, writeOpenAIError, true)
-		return
-	}
-	obj, err := responsesFromChat(resp, newResponseID(), tok)
-	if err != nil {
-		if cc.capture {
-			p.markIncomplete(ctx, cc, "capture_error", err)
-		}
-		writeOpenAIError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
-		return
-	}
-	p.commit(ctx, cc, obj, tokErr)
-	stripItemTokens(obj)
-	if !stream {
-		writeJSON(w, http.StatusOK, obj)
-		return
-	}
-	writeResponsesStream(w, obj)
+	id := newResponseID()
+	var sink *responsesSink
+	p.runCall(w, r, cc, &modelCall{path: pathChat, out: out, stream: stream, errw: writeOpenAIError, passBody: true,
+		sink: func(bw *bufio.Writer) streamSink { sink = newResponsesSink(bw, id); return sink },
+		commitStream: func(resp map[string]any, tok *tokenInfo, tokErr error) {
+			p.commitResponses(ctx, cc, resp, id, tok, tokErr, &sink.ids)
+		},
+		reply: func(w http.ResponseWriter, resp map[string]any, tok *tokenInfo, tokErr error) {
+			obj, err := responsesFromChat(resp, id, tok, nil)
+			if err != nil {
+				if cc.capture {
+					p.markIncomplete(ctx, cc, "capture_error", err)
+				}
+				writeOpenAIError(w, http.StatusBadGateway, "upstream reply cannot be converted: "+err.Error())
+				return
+			}
+			p.commit(ctx, cc, obj, tokErr)
+			stripItemTokens(obj)
+			if !stream {
+				writeJSON(w, http.StatusOK, obj)
+				return
+			}
+			writeResponsesStream(w, obj)
+		}})
 }
 
 // writeResponsesStream replays a complete Responses object as typed events.

@@ -345,3 +345,39 @@ func outputText(items []record.Item) string {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return string(b)
 }
+
+// streamTiming is what stream_timing.mjs prints per dialect.
+type streamTiming struct {
+	FirstTextMS float64 `json:"first_text_ms"`
+	EndMS       float64 `json:"end_ms"`
+	Events      int     `json:"events"`
+	Text        string  `json:"text"`
+}
+
+var _ = Describe("the official SDK clients reading a stream", Label("npm", "e2e"), func() {
+	It("get the first text while the engine is still generating, in every dialect", func(ctx SpecContext) {
+		node := sdkNode()
+		words := strings.Repeat("story ", 40)
+		fake, err := vllm.New(vllm.Options{Timing: vllm.Timing{InterTokenLatency: 20 * time.Millisecond}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fake.Start(context.Background())).To(Succeed())
+		DeferCleanup(fake.Close)
+		Expect(fake.SetScript(vllm.Script{Name: "slow", Turns: []vllm.Turn{{Content: words}}})).To(Succeed())
+		st := newStore("memory")
+		p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.Model = vllm.DefaultModel; o.APIKey = sdkAPIKey })
+		var out struct {
+			OK      bool                    `json:"ok"`
+			Results map[string]streamTiming `json:"results"`
+		}
+		runSDKScript(ctx, node, "stream_timing.mjs", map[string]string{"PROXY_URL": p.URL(), "PROXY_API_KEY": sdkAPIKey, "ROLLOUT_PREFIX": "st"}, &out)
+		Expect(out.OK).To(BeTrue())
+		for _, d := range []string{"messages", "chat", "responses"} {
+			r := out.Results[d]
+			Expect(r.Text).To(Equal(words), d)
+			Expect(r.EndMS).To(BeNumerically(">", 500), d+": the generation must take a while for this to mean anything")
+			Expect(r.FirstTextMS).To(BeNumerically("<", r.EndMS/4), d+": the first text must arrive long before the end")
+			Expect(r.Events).To(BeNumerically(">", 20), d)
+			Expect(entries(ctx, st, "st-"+d)).To(HaveLen(1), d)
+		}
+	})
+})

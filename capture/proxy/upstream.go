@@ -296,8 +296,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 				flusher.Flush()
 			}
 		}
-		if rerr != nil {
+		if errors.Is(rerr, io.EOF) {
 			return
+		}
+		if rerr != nil {
+			// The upstream cut its reply: cut the client's too (a clean
+			// end of the chunked body would read as a complete reply).
+			p.log.Warn("upstream reply cut mid-way; cutting the client's", "path", apiPath, "err", rerr)
+			panic(http.ErrAbortHandler)
 		}
 	}
 }

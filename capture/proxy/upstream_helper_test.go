@@ -17,6 +17,7 @@ type seenRequest struct {
 	Path   string
 	Header http.Header
 	Body   map[string]any
+	Raw    []byte // the body as sent
 }
 
 // stubReply is what the stub answers to one chat call.
@@ -105,7 +106,7 @@ func (s *stubVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
 	s.mu.Lock()
-	s.seen = append(s.seen, seenRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.seen = append(s.seen, seenRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Raw: raw})
 	enc := s.encoding
 	s.mu.Unlock()
 	var out any
@@ -130,6 +131,10 @@ func (s *stubVLLM) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out = chatReply(body, rep)
+		if body["stream"] == true {
+			writeChatChunks(w, out.(map[string]any))
+			return
+		}
 	case "/v1/completions":
 		rep := s.next()
 		out = completionReply(body, rep)
@@ -159,6 +164,54 @@ func (s *stubVLLM) serve(w http.ResponseWriter, r *http.Request) {
 		b = buf.Bytes()
 	}
 	_, _ = w.Write(b)
+}
+
+// writeChatChunks streams a chat reply the way vLLM does: a role chunk with
+// the prompt ids, then the reasoning, content and tool calls (all token ids
+// and log-probs on the first generating chunk), a finish chunk and [DONE].
+func writeChatChunks(w http.ResponseWriter, resp map[string]any) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(200)
+	choice := resp["choices"].([]any)[0].(map[string]any)
+	msg := choice["message"].(map[string]any)
+	frame := func(delta map[string]any, extra map[string]any, top map[string]any) {
+		c := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": nil, "token_ids": nil}
+		for k, v := range extra {
+			c[k] = v
+		}
+		ch := map[string]any{"id": resp["id"], "object": "chat.completion.chunk", "created": resp["created"], "model": resp["model"], "choices": []any{c}}
+		for k, v := range top {
+			ch[k] = v
+		}
+		b, _ := json.Marshal(ch)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	frame(map[string]any{"role": "assistant", "content": ""}, nil, map[string]any{"prompt_token_ids": resp["prompt_token_ids"]})
+	tokens := map[string]any{"logprobs": choice["logprobs"], "token_ids": choice["token_ids"]}
+	if r, ok := msg["reasoning"].(string); ok && r != "" {
+		frame(map[string]any{"reasoning": r}, tokens, nil)
+		tokens = nil
+	}
+	if c, ok := msg["content"].(string); ok && c != "" {
+		frame(map[string]any{"content": c}, tokens, nil)
+		tokens = nil
+	}
+	calls, _ := msg["tool_calls"].([]any)
+	for i, tc := range calls {
+		call, ok := tc.(map[string]any)
+		if !ok {
+			continue
+		}
+		fn := call["function"].(map[string]any)
+		frame(map[string]any{"tool_calls": []any{map[string]any{"id": call["id"], "type": "function", "index": i, "function": map[string]any{"name": fn["name"]}}}}, tokens, nil)
+		tokens = nil
+		frame(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": fn["arguments"]}}}}, nil, nil)
+	}
+	if tokens != nil {
+		frame(map[string]any{"content": ""}, tokens, nil)
+	}
+	frame(map[string]any{}, map[string]any{"finish_reason": choice["finish_reason"], "stop_reason": choice["stop_reason"]}, nil)
+	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
 // generated returns ids and log-probs for a reply text (one token per

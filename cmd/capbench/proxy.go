@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -62,6 +66,9 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capture proxy at %s → %s (capture dir %q)\n", p.URL(), o.Upstream, captureDir)
+			if o.Model == "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), modelWarning(servedModels(cmd.Context(), o.Upstream, o.UpstreamAPIKey)))
+			}
 			<-cmd.Context().Done()
 			return p.Close()
 		},
@@ -77,10 +84,62 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=JSON pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); repeatable")
 	f.BoolVar(&o.RequestTokenIDs, "request-token-ids", false, "ask vLLM for prompt ids with return_token_ids instead of calling /tokenize")
 	f.BoolVar(&o.DeltaRecords, "delta-records", false, "store resolved prompts as suffixes of the parent's tokens")
-	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request (e.g. for Claude Code's claude-* names)")
+	f.BoolVar(&o.BufferedStreams, "buffered-streams", false, "answer streaming clients as NeMo Gym's model server does: one non-streaming engine call, then the whole reply as a stream (default: pass the engine's stream through as it is generated)")
+	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request with this served name (needed for Claude Code, which asks for claude-* names)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// modelWarning tells a user who did not set --model that client model names
+// reach the engine as they are: Claude Code asks for claude-* names, which
+// vLLM answers with 404 "model does not exist".
+func modelWarning(served []string) string {
+	example := "<served model name>"
+	if len(served) > 0 {
+		example = served[0]
+	}
+	msg := "warning: --model is not set, so each request's model name is passed to the engine as it is. " +
+		"Claude Code asks for claude-* models (claude-opus-5-5, claude-haiku-5-5, ...) that the engine does not serve and answers with 404; " +
+		"start the proxy with --model " + example + " to send every call to the served model"
+	if len(served) > 0 {
+		msg += " (the engine serves: " + strings.Join(served, ", ") + ")"
+	}
+	return msg
+}
+
+// servedModels asks the upstream's /v1/models for its model ids; nil when it
+// does not answer within two seconds (it may still be starting).
+func servedModels(ctx context.Context, upstream, apiKey string) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(upstream, "/")+"/v1/models", nil)
+	if err != nil {
+		return nil
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list) != nil {
+		return nil
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
 }
 
 // parseSamplingOverrides reads KEY=JSON pairs; a value that is not JSON is a string.

@@ -16,6 +16,9 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newPlanCmd(),
+		newDoctorCmd(),
+		newWalkthroughCmd(),
 		newReportCmd(),
 		newCompareCmd(),
 	)

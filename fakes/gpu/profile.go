@@ -19,6 +19,7 @@ const GiB = int64(1) << 30
 // behaviour) that decides vLLM's memory plan.
 type Profile struct {
 	Name                  string // Hugging Face repo id, e.g. "Qwen/Qwen3-4B-Thinking-2507"
+	Architecture          string // "qwen3" or "llama"
 	NumLayers             int    // num_hidden_layers
 	NumAttentionHeads     int
 	NumKVHeads            int // num_key_value_heads
@@ -41,21 +42,47 @@ type Profile struct {
 	CUDAGraphBytes          int64 // CUDA-graph memory estimate
 }
 
-// qwen3_4B is the geometry shared by the Qwen3-4B family.
-func qwen3_4B(name string, maxPos int, ropeTheta float64) Profile {
+// Architecture families whose parameter count follows from the geometry.
+const (
+	archQwen3 = "qwen3" // q/k norms per layer, no attention bias
+	archLlama = "llama" // no q/k norms
+)
+
+// geometryParams counts a dense decoder's parameters from its config.json
+// numbers: attention (q, k, v, o), a gated MLP (gate, up, down), the layer
+// norms, embeddings (and an untied lm_head) and the final norm.
+func geometryParams(arch string, layers, heads, kvHeads, headDim, hidden, inter, vocab int, tied bool) int64 {
+	h, hd := int64(hidden), int64(headDim)
+	perLayer := h*int64(heads)*hd + 2*h*int64(kvHeads)*hd + int64(heads)*hd*h + 3*h*int64(inter) + 2*h
+	if arch == archQwen3 {
+		perLayer += 2 * hd // q_norm and k_norm
+	}
+	emb := int64(vocab) * h
+	if !tied {
+		emb *= 2
+	}
+	return emb + int64(layers)*perLayer + h
+}
+
+// dense builds a profile from config.json numbers. The non-KV overheads are
+// the Qwen3-4B estimates for every model (docs/plan.md): they are measured,
+// not derived, in vLLM, and `capbench plan --vllm-log` shows how far off
+// they are for a given card.
+func dense(name, arch string, layers, heads, kvHeads, headDim, hidden, inter, vocab, maxPos int, ropeTheta float64, tied bool) Profile {
 	return Profile{
 		Name:                    name,
-		NumLayers:               36,
-		NumAttentionHeads:       32,
-		NumKVHeads:              8,
-		HeadDim:                 128,
-		HiddenSize:              2560,
-		IntermediateSize:        9728,
-		VocabSize:               151936,
+		Architecture:            arch,
+		NumLayers:               layers,
+		NumAttentionHeads:       heads,
+		NumKVHeads:              kvHeads,
+		HeadDim:                 headDim,
+		HiddenSize:              hidden,
+		IntermediateSize:        inter,
+		VocabSize:               vocab,
 		MaxPositionEmbeddings:   maxPos,
 		RopeTheta:               ropeTheta,
-		TieWordEmbeddings:       true,
-		ParamCount:              4_022_468_096,
+		TieWordEmbeddings:       tied,
+		ParamCount:              geometryParams(arch, layers, heads, kvHeads, headDim, hidden, inter, vocab, tied),
 		DType:                   "bfloat16",
 		ActivationBaseBytes:     GiB / 2,
 		ActivationBytesPerToken: 384 << 10,
@@ -64,13 +91,22 @@ func qwen3_4B(name string, maxPos int, ropeTheta float64) Profile {
 	}
 }
 
+// qwen3_4B is the geometry shared by the Qwen3-4B family.
+func qwen3_4B(name string, maxPos int, ropeTheta float64) Profile {
+	return dense(name, archQwen3, 36, 32, 8, 128, 2560, 9728, 151936, maxPos, ropeTheta, true)
+}
+
 // knownProfiles returns a fresh table on each call, so callers cannot modify
-// shared state.
+// shared state. Numbers are those of each model's config.json.
 func knownProfiles() []Profile {
 	return []Profile{
 		qwen3_4B("Qwen/Qwen3-4B-Thinking-2507", 262144, 5_000_000),
 		qwen3_4B("Qwen/Qwen3-4B-Instruct-2507", 262144, 5_000_000),
 		qwen3_4B("Qwen/Qwen3-4B", 40960, 1_000_000),
+		dense("Qwen/Qwen3-8B", archQwen3, 36, 32, 8, 128, 4096, 12288, 151936, 40960, 1_000_000, false),
+		dense("Qwen/Qwen3-32B", archQwen3, 64, 64, 8, 128, 5120, 25600, 151936, 40960, 1_000_000, false),
+		dense("meta-llama/Llama-3.1-8B", archLlama, 32, 32, 8, 128, 4096, 14336, 128256, 131072, 500_000, false),
+		dense("meta-llama/Llama-3.1-8B-Instruct", archLlama, 32, 32, 8, 128, 4096, 14336, 128256, 131072, 500_000, false),
 	}
 }
 

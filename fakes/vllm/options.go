@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/capbench/capbench/fakes/gpu"
 )
 
 // Options configures a fake server. Field names follow vLLM's flags.
@@ -22,9 +24,11 @@ type Options struct {
 	ReasoningParser      string
 	// GPUMemoryUtilization is the fraction of GPUMemory vLLM may use; 0 means 0.92.
 	GPUMemoryUtilization float64
-	// MaxNumSeqs caps concurrently running requests; 0 means vLLM's default (256).
+	// MaxNumSeqs caps concurrently running requests; 0 means vLLM's default
+	// (256; with GPUMemory, the device's default: 1024 from 70 GiB).
 	MaxNumSeqs int
-	// MaxNumBatchedTokens is the per-step token budget; 0 means 2048.
+	// MaxNumBatchedTokens is the per-step token budget; 0 means 2048 (with
+	// GPUMemory: 8192 from 70 GiB, 16384 from 160 GiB).
 	MaxNumBatchedTokens int
 	// Host and Port to listen on; defaults 127.0.0.1 and 0 (ephemeral).
 	Host    string
@@ -155,11 +159,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.GPUMemoryUtilization < 0 || o.GPUMemoryUtilization > 1 {
 		return o, fmt.Errorf("gpu_memory_utilization must be in (0, 1], got %v", o.GPUMemoryUtilization)
 	}
+	seqs, batched := DefaultMaxNumSeqs, DefaultMaxNumBatchedTokens
+	if o.GPUMemory > 0 {
+		// vLLM's defaults grow with the device, as the planner's do.
+		seqs, batched = gpu.DefaultSchedulerLimits(o.GPUMemory)
+	}
 	if o.MaxNumSeqs == 0 {
-		o.MaxNumSeqs = DefaultMaxNumSeqs
+		o.MaxNumSeqs = seqs
 	}
 	if o.MaxNumBatchedTokens == 0 {
-		o.MaxNumBatchedTokens = max(DefaultMaxNumBatchedTokens, o.MaxNumSeqs)
+		o.MaxNumBatchedTokens = max(batched, o.MaxNumSeqs)
 	}
 	if o.MaxNumSeqs < 0 || o.MaxNumBatchedTokens < 0 {
 		return o, fmt.Errorf("max_num_seqs and max_num_batched_tokens must be positive")

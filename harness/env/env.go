@@ -124,15 +124,27 @@ type Spec struct {
 	CapbenchImage string
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
-	// Fake tunes the in-process fake beyond the server flags (the bench's
-	// GPU memory and timing model); nil keeps the scenario defaults.
+	// GPU is the fake vLLM's memory model (in-process fake only): device
+	// memory in bytes (0 = off), utilization and KV dtype as vLLM's flags.
+	GPU GPU
+	// CaptureOff runs the in-process proxy without a store: a model server
+	// whose capture is disabled forwards calls and records nothing.
+	CaptureOff bool
+	// Fake tunes the in-process fake beyond the server flags and GPU (the
+	// bench's profile, timing model and output lengths); nil keeps the
+	// scenario defaults.
 	Fake *FakeTuning
 }
 
-// FakeTuning are fake vLLM settings a load test needs (in-process backend).
+// GPU configures the fake vLLM's KV-cache memory model.
+type GPU struct {
+	MemoryBytes       int64
+	MemoryUtilization float64
+	KVCacheDType      string
+}
+
+// FakeTuning are fake vLLM settings a load test needs (in-process fake).
 type FakeTuning struct {
-	// GPUMemory enables the fakes/gpu memory model (bytes; 0 = off).
-	GPUMemory int64
 	// Profile names the model geometry ("" = derived from the model).
 	Profile     string
 	Timing      vllm.Timing

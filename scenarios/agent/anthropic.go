@@ -184,9 +184,11 @@ func (anthropicDialect) assistant(r *reply, echoReasoning bool) map[string]any {
 		blocks = append(blocks, map[string]any{"type": "text", "text": r.Text})
 	}
 	for _, tc := range r.ToolCalls {
+		// The CLI parses the streamed partial_json and writes it again
+		// compactly, keeping the key order it arrived in.
 		var input any = map[string]any{}
-		if err := json.Unmarshal([]byte(tc.Arguments), &input); err != nil {
-			input = map[string]any{}
+		if c := compactJSON(tc.Arguments); json.Valid([]byte(c)) {
+			input = json.RawMessage(c)
 		}
 		blocks = append(blocks, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input})
 	}

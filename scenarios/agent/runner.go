@@ -520,22 +520,17 @@ func encodeJSON(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// compactJSON re-serialises a JSON text compactly; unparsable text is
-// returned trimmed.
+// compactJSON re-serialises a JSON text compactly, keeping its key order
+// (as JSON.parse then JSON.stringify do); unparsable text is returned
+// trimmed.
 func compactJSON(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "{}"
 	}
-	var v any
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(s)); err != nil {
 		return s
 	}
-	b, err := encodeJSON(v)
-	if err != nil {
-		return s
-	}
-	return string(b)
+	return buf.String()
 }

@@ -56,9 +56,31 @@ func ErrorBody(status int, message string) map[string]any {
 	return map[string]any{"type": "error", "error": map[string]any{"type": ErrorType(status), "message": message}}
 }
 
+// Raw holds the client's own bytes of the values whose key order reaches
+// the prompt: tool_use inputs (messages[i].content[j].input) and tool
+// schemas (tools[k].input_schema). A decoded Go map has no key order, so
+// without them the translation would re-send these objects with sorted keys
+// and the echoed tool call would no longer render as the tokens the model
+// generated.
+type Raw struct {
+	ToolInputs  map[[2]int]json.RawMessage
+	ToolSchemas map[int]json.RawMessage
+}
+
 // ToChat translates a Messages request body into a Chat Completions request
-// body (without stream fields; the caller decides how to send it).
-func ToChat(body map[string]any) (map[string]any, error) {
+// body (without stream fields; the caller decides how to send it). Without
+// the client's bytes, objects are re-encoded with sorted keys.
+func ToChat(body map[string]any) (map[string]any, error) { return ToChatRaw(body, nil) }
+
+// ToChatRaw is ToChat keeping the client's key order and number spelling
+// where raw has the bytes: tool_use inputs become arguments the way a Python
+// server writes them (json.dumps, insertion order, ensure_ascii off, as
+// vLLM's tool parser wrote the generated arguments), schemas are passed on
+// as sent.
+func ToChatRaw(body map[string]any, raw *Raw) (map[string]any, error) {
+	if raw == nil {
+		raw = &Raw{}
+	}
 	model, _ := body["model"].(string)
 	rawMsgs, ok := body["messages"].([]any)
 	if !ok {
@@ -102,7 +124,7 @@ func ToChat(body map[string]any) (map[string]any, error) {
 			}
 			msgs = append(msgs, converted...)
 		case "assistant":
-			converted, err := assistantMessage(m["content"])
+			converted, err := assistantMessage(m["content"], func(j int) json.RawMessage { return raw.ToolInputs[[2]int{i, j}] })
 			if err != nil {
 				return nil, fmt.Errorf("messages[%d]: %w", i, err)
 			}
@@ -115,7 +137,7 @@ func ToChat(body map[string]any) (map[string]any, error) {
 		msgs = append([]any{map[string]any{"role": "system", "content": strings.Join(systemTexts, "\n\n")}}, msgs...)
 	}
 	out["messages"] = msgs
-	if err := translateTools(body, out); err != nil {
+	if err := translateTools(body, out, raw.ToolSchemas); err != nil {
 		return nil, err
 	}
 	if v, ok := body["max_tokens"]; ok && v != nil {
@@ -192,8 +214,9 @@ func userMessages(content any) ([]any, error) {
 			id, _ := blk["tool_use_id"].(string)
 			out = append(out, map[string]any{"role": "tool", "tool_call_id": id, "content": toolResultText(blk["content"])})
 		default:
-			// documents, search results and the like carry no text the
-			// template can render; they are dropped.
+			// Dropping a block would train on a prompt the harness did not
+			// send; the client is told instead.
+			return nil, unsupportedBlock(i, blk["type"], "user")
 		}
 	}
 	if len(texts) > 0 || len(images) > 0 {
@@ -245,9 +268,20 @@ func toolResultText(v any) string {
 	}
 }
 
+// unsupportedBlock is the error for a content block the translation cannot
+// render into the prompt.
+func unsupportedBlock(i int, typ any, role string) error {
+	if typ == nil {
+		return fmt.Errorf("content[%d]: a content block needs a \"type\"", i)
+	}
+	return fmt.Errorf("content[%d]: %s content blocks of type %v are not supported by the capture proxy (supported: %s); send their text as a text block",
+		i, role, typ, map[string]string{"user": "text, image, tool_result", "assistant": "text, thinking, redacted_thinking, tool_use"}[role])
+}
+
 // assistantMessage converts an assistant turn: text → content, thinking →
-// reasoning, tool_use → tool_calls.
-func assistantMessage(content any) (map[string]any, error) {
+// reasoning, tool_use → tool_calls (arguments from the client's bytes of the
+// input when rawInput has them).
+func assistantMessage(content any, rawInput func(j int) json.RawMessage) (map[string]any, error) {
 	msg := map[string]any{"role": "assistant"}
 	if s, ok := content.(string); ok {
 		msg["content"] = s
@@ -271,14 +305,18 @@ func assistantMessage(content any) (map[string]any, error) {
 		case "thinking":
 			t, _ := blk["thinking"].(string)
 			reasoning = append(reasoning, t)
+		case "redacted_thinking":
+			// vLLM drops it: there is no text to render.
 		case "tool_use":
-			args, err := lineage.PythonDumps(blk["input"])
+			args, err := toolArguments(blk["input"], rawInput(i))
 			if err != nil {
 				return nil, fmt.Errorf("content[%d].input: %w", i, err)
 			}
 			id, _ := blk["id"].(string)
 			name, _ := blk["name"].(string)
 			calls = append(calls, map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}})
+		default:
+			return nil, unsupportedBlock(i, blk["type"], "assistant")
 		}
 	}
 	if len(texts) > 0 {
@@ -295,8 +333,26 @@ func assistantMessage(content any) (map[string]any, error) {
 	return msg, nil
 }
 
-// translateTools maps tools and tool_choice.
-func translateTools(body, out map[string]any) error {
+// toolArguments writes a tool_use input as Chat arguments: from the
+// client's bytes when there are any, else from the decoded value (whose
+// keys then come out sorted).
+func toolArguments(input any, raw json.RawMessage) (string, error) {
+	if raw == nil {
+		if input == nil {
+			input = map[string]any{}
+		}
+		b, err := json.Marshal(input)
+		if err != nil {
+			return "", err
+		}
+		raw = b
+	}
+	return lineage.PythonDumpsInOrder(raw)
+}
+
+// translateTools maps tools and tool_choice; a schema is passed on as the
+// client's bytes when rawSchemas has them.
+func translateTools(body, out map[string]any, rawSchemas map[int]json.RawMessage) error {
 	if rawTools, ok := body["tools"].([]any); ok && len(rawTools) > 0 {
 		tools := make([]any, 0, len(rawTools))
 		for i, rt := range rawTools {
@@ -309,6 +365,9 @@ func translateTools(body, out map[string]any) error {
 				return fmt.Errorf("tools[%d]: name is required", i)
 			}
 			params := t["input_schema"]
+			if r, ok := rawSchemas[i]; ok && params != nil {
+				params = r
+			}
 			if params == nil {
 				params = map[string]any{"type": "object", "properties": map[string]any{}}
 			}
@@ -370,14 +429,11 @@ func FromChat(resp map[string]any, id string, stopSequences []string) (map[strin
 		}
 		fn, _ := call["function"].(map[string]any)
 		args, _ := fn["arguments"].(string)
+		// The generated text itself, in the model's key order: a client that
+		// echoes the call back then sends the keys in that order.
 		var input any = map[string]any{}
-		if strings.TrimSpace(args) != "" {
-			dec := json.NewDecoder(strings.NewReader(args))
-			dec.UseNumber()
-			var v any
-			if err := dec.Decode(&v); err == nil {
-				input = v
-			}
+		if json.Valid([]byte(args)) {
+			input = json.RawMessage(args)
 		}
 		content = append(content, map[string]any{"type": "tool_use", "id": call["id"], "name": fn["name"], "input": input})
 	}

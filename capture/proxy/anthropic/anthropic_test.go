@@ -46,7 +46,7 @@ var _ = Describe("ToChat", func() {
 				{"role":"system","content":"You are helpful.\n\nenv info"},
 				{"role":"user","content":"a\nb"},
 				{"role":"assistant","content":"ok","reasoning":"hm","tool_calls":[{"id":"t1","type":"function",
-					"function":{"name":"Bash","arguments":"{\"b\": \"\\u00e9\", \"command\": \"ls\"}"}}]},
+					"function":{"name":"Bash","arguments":"{\"b\": \"é\", \"command\": \"ls\"}"}}]},
 				{"role":"tool","tool_call_id":"t1","content":"l1\nl2"},
 				{"role":"user","content":"next"}
 			]}`)))
@@ -76,7 +76,27 @@ var _ = Describe("ToChat", func() {
 		Entry("bad system", `{"system":5,"messages":[]}`, "system: expected a string"),
 		Entry("unknown tool_choice", `{"messages":[],"tool_choice":{"type":"maybe"}}`, "tool_choice: unsupported type"),
 		Entry("tool without name", `{"messages":[],"tools":[{}]}`, "tools[0]: name is required"),
+		Entry("unknown user block", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"document","source":{}}]}]}`,
+			`messages[0]: content[1]: user content blocks of type document are not supported`),
+		Entry("unknown assistant block", `{"messages":[{"role":"assistant","content":[{"type":"server_tool_use","id":"x"}]}]}`,
+			`messages[0]: content[0]: assistant content blocks of type server_tool_use are not supported`),
+		Entry("block without type", `{"messages":[{"role":"user","content":[{"text":"a"}]}]}`, `content[0]: a content block needs a "type"`),
 	)
+
+	It("keeps the client's key order of tool inputs and schemas when it has their bytes", func() {
+		body := decode(`{"messages":[{"role":"assistant","content":[{"type":"text","text":"ok"},
+			{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/a","content":"x"}}]}],
+			"tools":[{"name":"Write","input_schema":{"type":"object","properties":{"file_path":{},"content":{}}}}]}`)
+		out, err := anthropic.ToChatRaw(body, &anthropic.Raw{
+			ToolInputs:  map[[2]int]json.RawMessage{{0, 1}: json.RawMessage(`{"file_path":"/a","content":"x","n":1.0}`)},
+			ToolSchemas: map[int]json.RawMessage{0: json.RawMessage(`{"type":"object","properties":{"file_path":{},"content":{}}}`)},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		call := out["messages"].([]any)[0].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+		Expect(call["function"].(map[string]any)["arguments"]).To(Equal(`{"file_path": "/a", "content": "x", "n": 1.0}`))
+		fn := out["tools"].([]any)[0].(map[string]any)["function"].(map[string]any)
+		Expect(fn["parameters"]).To(Equal(json.RawMessage(`{"type":"object","properties":{"file_path":{},"content":{}}}`)))
+	})
 })
 
 var _ = Describe("FromChat", func() {
@@ -117,7 +137,7 @@ var _ = Describe("FromChat", func() {
 			types = append(types, b.(map[string]any)["type"].(string))
 		}
 		Expect(types).To(Equal([]string{"thinking", "text", "tool_use"}))
-		Expect(out["content"].([]any)[2].(map[string]any)["input"]).To(HaveKeyWithValue("a", json.Number("1")))
+		Expect(out["content"].([]any)[2].(map[string]any)["input"]).To(Equal(json.RawMessage(`{"a": 1}`)))
 
 		out, err = anthropic.FromChat(decode(`{"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`), "id", nil)
 		Expect(err).NotTo(HaveOccurred())

@@ -51,7 +51,7 @@ func WriteSSE(w *bufio.Writer, msg map[string]any) error {
 			deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": str(blk["signature"])})
 		case "tool_use":
 			empty = map[string]any{"type": "tool_use", "id": blk["id"], "name": blk["name"], "input": map[string]any{}}
-			input, err := json.Marshal(blk["input"])
+			input, err := inputText(blk["input"])
 			if err != nil {
 				return err
 			}
@@ -91,6 +91,15 @@ func WriteSSE(w *bufio.Writer, msg map[string]any) error {
 		return err
 	}
 	return ev("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// inputText is a tool_use input as partial_json text: the generated
+// arguments verbatim when FromChat kept them, else the encoded value.
+func inputText(v any) ([]byte, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(v)
 }
 
 func str(v any) string {

@@ -27,7 +27,9 @@ const tools = [{
   input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
 }];
 const tokenFields = ["prompt_token_ids", "generation_token_ids", "generation_log_probs"];
-const leaks = (obj) => tokenFields.filter((k) => JSON.stringify(obj).includes(`"${k}"`));
+// A field with a value leaks; vLLM's own "prompt_token_ids":null (sent to
+// every client that did not ask for ids) does not.
+const leaks = (obj) => tokenFields.filter((k) => new RegExp(`"${k}":(?!null)`).test(JSON.stringify(obj)));
 const results = {};
 
 // 1. Tool use, then the tool result, echoing the assistant content exactly as

@@ -25,7 +25,9 @@ const parameters = { type: "object", properties: { city: { type: "string" } }, r
 const tools = [{ type: "function", function: { name: "get_weather", description: "Weather for a city", parameters } }];
 const responseTools = [{ type: "function", name: "get_weather", description: "Weather for a city", parameters, strict: false }];
 const tokenFields = ["prompt_token_ids", "generation_token_ids", "generation_log_probs"];
-const leaks = (obj) => tokenFields.filter((k) => JSON.stringify(obj).includes(`"${k}"`));
+// A field with a value leaks; vLLM's own "prompt_token_ids":null (sent to
+// every client that did not ask for ids) does not.
+const leaks = (obj) => tokenFields.filter((k) => new RegExp(`"${k}":(?!null)`).test(JSON.stringify(obj)));
 const call = (c) => ({ name: c.function.name, arguments: JSON.parse(c.function.arguments) });
 const results = {};
 
