@@ -116,6 +116,10 @@ type Capture struct {
 	FidelityCalls  int     `json:"fidelity_calls"`
 	FidelityExact  int     `json:"fidelity_exact"`
 	FidelityMethod string  `json:"fidelity_method"` // "ledger" or "structural"
+	// PutLatency is the in-process proxy's store Put (append, fsync,
+	// state) per captured call; absent for an external proxy.
+	PutLatency *Stats `json:"put_latency,omitempty"`
+	PutErrors  int    `json:"put_errors,omitempty"`
 	// Problems lists the first few fidelity mismatches.
 	Problems []string `json:"problems,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -52,6 +53,34 @@ func (h histogram) stats() Stats {
 		P95: ms(h.h.ValueAtQuantile(95)), P99: ms(h.h.ValueAtQuantile(99)),
 		P999: ms(h.h.ValueAtQuantile(99.9)), Max: ms(h.h.Max()),
 	}
+}
+
+// LatencyRecorder collects durations from many goroutines (store puts).
+type LatencyRecorder struct {
+	mu   sync.Mutex
+	h    histogram
+	errs int
+}
+
+// NewLatencyRecorder returns an empty recorder.
+func NewLatencyRecorder() *LatencyRecorder { return &LatencyRecorder{h: newHistogram()} }
+
+// Record adds one duration, or counts an error.
+func (r *LatencyRecorder) Record(d time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.errs++
+		return
+	}
+	r.h.addNS(d.Nanoseconds())
+}
+
+// Stats summarises what was recorded and the errors counted.
+func (r *LatencyRecorder) Stats() (Stats, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h.stats(), r.errs
 }
 
 // SLO is a goodput target: a request is good when every set bound holds

@@ -108,6 +108,9 @@ func benchNotes(r *bench.Result) []string {
 	if c := r.Capture; c != nil {
 		out = append(out, fmt.Sprintf("capture (%s store): %d records for %d proxied calls in %d rollouts (all captured: %v), %.1f records/s, %.1f KiB/s; fidelity (%s) %d/%d exact",
 			c.Store, c.Records, c.ProxiedOK, c.Rollouts, c.CapturedAll, c.RecordsPerS, c.BytesPerS/1024, c.FidelityMethod, c.FidelityExact, c.FidelityCalls))
+		if pl := c.PutLatency; pl != nil && pl.Count > 0 {
+			out = append(out, fmt.Sprintf("  store put (append + fsync + state) ms: p50 %.2f, p99 %.2f, max %.2f over %d puts, %d failed", pl.P50, pl.P99, pl.Max, pl.Count, c.PutErrors))
+		}
 		for _, p := range c.Problems {
 			out = append(out, "  problem: "+oneLine(p))
 		}

@@ -101,6 +101,10 @@ func checkCapture(ctx context.Context, st *stack, samples []bench.Sample) *bench
 	if st.captureDir != "" {
 		c.Bytes = dirBytes(st.captureDir)
 	}
+	if st.puts != nil {
+		stats, errs := st.puts.Stats()
+		c.PutLatency, c.PutErrors = &stats, errs
+	}
 	if span := float64(last-first) / 1e9; first >= 0 && span > 0 {
 		c.RecordsPerS = float64(c.Records) / span
 		c.BytesPerS = float64(c.Bytes) / span

@@ -178,6 +178,7 @@ type stack struct {
 	store  string
 	// captureDir is the capture store's directory, when known.
 	captureDir string
+	puts       *bench.LatencyRecorder // in-process proxy only
 	closer     func() error
 }
 
@@ -261,7 +262,9 @@ func startEmbedded(ctx context.Context, o Options) (*stack, error) {
 		}
 		tmp = dir
 	}
-	e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: server, GPU: env.GPU{MemoryBytes: g.MemoryBytes}, Fake: tune, CaptureDir: dir, Logger: o.Logger})
+	puts := bench.NewLatencyRecorder()
+	e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: server, GPU: env.GPU{MemoryBytes: g.MemoryBytes}, Fake: tune,
+		CaptureDir: dir, Logger: o.Logger, OnPut: puts.Record})
 	if err != nil {
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)
@@ -275,7 +278,7 @@ func startEmbedded(ctx context.Context, o Options) (*stack, error) {
 		}
 		return err
 	}
-	return &stack{env: e, direct: e.VLLMURL(), proxy: e.ProxyURL(), source: envSource{e}, store: "file", captureDir: dir, closer: closer}, nil
+	return &stack{env: e, direct: e.VLLMURL(), proxy: e.ProxyURL(), source: envSource{e}, store: "file", captureDir: dir, puts: puts, closer: closer}, nil
 }
 
 func runChat(ctx context.Context, o Options, st *stack, client *http.Client, base time.Time) (*bench.LoadOutcome, error) {

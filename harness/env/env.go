@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
@@ -134,6 +135,10 @@ type Spec struct {
 	// bench's profile, timing model and output lengths); nil keeps the
 	// scenario defaults.
 	Fake *FakeTuning
+	// OnPut, when set, is told how long every store Put of the in-process
+	// proxy took (the durable write: append, fsync, state) and its error.
+	// It is called from request goroutines.
+	OnPut func(d time.Duration, err error)
 }
 
 // GPU configures the fake vLLM's KV-cache memory model.

@@ -123,7 +123,7 @@ func (l *local) startProxy(ctx context.Context, spec Spec, upstream string) erro
 	}
 	l.store = fs
 	l.closers = append(l.closers, fs.Close)
-	var st proxy.Store = withFaults(fs, spec.Faults)
+	var st proxy.Store = withPutTiming(withFaults(fs, spec.Faults), spec.OnPut)
 	if spec.CaptureOff {
 		st = nil // capture disabled: plain forwarding
 	}
