@@ -116,7 +116,7 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.StringVar(&f.slo, "slo", "", "goodput SLOs, all must hold: ttft=2s,tpot=50ms[,e2el=30s]")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of request bodies and arrival times")
 	fl.StringVar(&f.paths, "paths", "", "embedded: direct, proxy or direct,proxy (default both, paired)")
-	fl.StringVar(&f.gpuMemory, "gpu-memory", "48GiB", "embedded: the fake's GPU memory")
+	fl.StringVar(&f.gpuMemory, "gpu-memory", "48GiB", "embedded: the fake's GPU memory (48GiB) or a GPU name (L40S, H100, ...)")
 	fl.StringVar(&f.gpuProfile, "gpu-profile", "", "embedded: model profile (default Qwen/Qwen3-4B-Thinking-2507)")
 	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "embedded: --max-model-len of the fake (default 131072)")
 	fl.DurationVar(&f.fakeTTFT, "fake-ttft", 0, "embedded: fixed TTFT before scaling (default 40ms)")
@@ -165,7 +165,11 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 		g := driver.DefaultGPU()
 		n, err := gpu.ParseBytes(f.gpuMemory)
 		if err != nil {
-			return o, fmt.Errorf("--gpu-memory: %w", err)
+			d, derr := gpu.LookupDevice(f.gpuMemory)
+			if derr != nil {
+				return o, fmt.Errorf("--gpu-memory: %w; or a GPU name: %w", err, derr)
+			}
+			n = d.TotalBytes
 		}
 		g.MemoryBytes = n
 		setIf(&g.Profile, f.gpuProfile)

@@ -25,11 +25,14 @@ type benchProgress struct {
 	errs     atomic.Int64
 	mu       sync.Mutex
 	label    string
-	p        *mpb.Progress
-	bar      *mpb.Bar
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
+	// marks are (time, count) pairs of the last few seconds, for the
+	// current rate.
+	marks []rateMark
+	p     *mpb.Progress
+	bar   *mpb.Bar
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 func isTerminal(w io.Writer) bool {
@@ -61,9 +64,29 @@ func newBenchProgress(mode string, out io.Writer, total int, every time.Duration
 	return pr, nil
 }
 
+type rateMark struct {
+	t time.Time
+	n int64
+}
+
+// rateWindow is how far back the current rate looks.
+const rateWindow = 5 * time.Second
+
+// rate is the completion rate over the last rateWindow.
 func (pr *benchProgress) rate() float64 {
-	if s := time.Since(pr.start).Seconds(); s > 0 {
-		return float64(pr.requests.Load()) / s
+	now, n := time.Now(), pr.requests.Load()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.marks = append(pr.marks, rateMark{now, n})
+	for len(pr.marks) > 2 && now.Sub(pr.marks[1].t) >= rateWindow {
+		pr.marks = pr.marks[1:]
+	}
+	first := pr.marks[0]
+	if first.t.Equal(now) {
+		first = rateMark{pr.start, 0}
+	}
+	if s := now.Sub(first.t).Seconds(); s > 0 {
+		return float64(n-first.n) / s
 	}
 	return 0
 }
@@ -81,7 +104,7 @@ func (pr *benchProgress) bars() {
 		),
 		mpb.AppendDecorators(
 			decor.Any(func(decor.Statistics) string {
-				return fmt.Sprintf(" %d tok, %d errors, %.1f req/s ", pr.tokens.Load(), pr.errs.Load(), pr.rate())
+				return fmt.Sprintf(" %d tok, %d errors, %.1f req/s now ", pr.tokens.Load(), pr.errs.Load(), pr.rate())
 			}),
 			decor.OnComplete(decor.EwmaETA(decor.ET_STYLE_GO, 30), "done"),
 		),
@@ -116,7 +139,7 @@ func (pr *benchProgress) line(suffix string) {
 	if pr.total > 0 {
 		of = fmt.Sprintf("/%d", pr.total)
 	}
-	fmt.Fprintf(pr.out, "bench %s: %d%s requests, %d tokens, %d errors, %.1f req/s, %s elapsed%s\n",
+	fmt.Fprintf(pr.out, "bench %s: %d%s requests, %d tokens, %d errors, %.1f req/s now, %s elapsed%s\n",
 		label, pr.requests.Load(), of, pr.tokens.Load(), pr.errs.Load(), pr.rate(), time.Since(pr.start).Round(time.Second), suffix)
 }
 
