@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -196,4 +197,32 @@ var _ = Describe("a running capture proxy with its capture directory", func() {
 		Expect(res.Capture.FidelityMethod).To(Equal("structural"))
 		Expect(res.Capture.FidelityExact).To(Equal(6), "%v", res.Capture.Problems)
 	}, SpecTimeout(time.Minute))
+})
+
+var _ = Describe("compare on real runs", func() {
+	It("finds no regression between two runs of the same configuration", func(ctx SpecContext) {
+		run := func() *bench.Result {
+			g := driver.DefaultGPU()
+			g.TimeScale = 2 // latencies of ~100 ms and up: timer noise stays small
+			Expect(driver.PlanGPU(&g)).To(Succeed())
+			res, err := driver.Run(ctx, driver.Options{Config: bench.Config{
+				Target: bench.TargetEmbedded, Workload: bench.WorkloadChat, GPU: &g, Seed: 5, Requests: 24,
+				Chat:   &bench.ChatSpec{Model: g.Profile, Prompt: bench.Dist{Kind: "fixed", A: 50}, Output: bench.Dist{Kind: "fixed", A: 12}, Stream: true},
+				Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 8}}, Windows: bench.Windows{WarmupRequests: 4},
+			}, MetricsURL: "off"})
+			Expect(err).NotTo(HaveOccurred())
+			return res
+		}
+		a, b := run(), run()
+		c, err := bench.Compare(a, b, 0.1)
+		Expect(err).NotTo(HaveOccurred())
+		var regressed []string
+		for _, ch := range c.Changes {
+			if ch.Regression {
+				regressed = append(regressed, fmt.Sprintf("%s %s %+v", ch.Path, ch.Metric, ch.Ratio))
+			}
+		}
+		Expect(regressed).To(BeEmpty())
+		Expect(len(c.Changes)).To(BeNumerically(">=", 8))
+	}, SpecTimeout(2*time.Minute))
 })
