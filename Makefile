@@ -8,7 +8,7 @@ TEST_TIMEOUT  ?= 20m
 BENCH         ?= .
 BENCHTIME     ?= 1s
 
-.PHONY: all build test test-short lint bench image demo clean
+.PHONY: all build test test-short lint bench image demo clean chaos
 
 all: build
 
@@ -17,13 +17,15 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/capbench
 
-# All tests, Ginkgo suites included (they run through go test).
+# All tests, Ginkgo suites included (they run through go test). The
+# summary tool prints one line per package, a failing package's output, and
+# at the end every skipped spec with its reason.
 test:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKG)
+	GO=$(GO) $(GO) run ./internal/testsummary -count=1 -timeout $(TEST_TIMEOUT) $(PKG)
 
 # Skips container, npm and slow specs.
 test-short:
-	$(GO) test -short -count=1 $(PKG)
+	GO=$(GO) $(GO) run ./internal/testsummary -short -count=1 $(PKG)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -33,6 +35,12 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(PKG)
+
+# The chaos scenarios, longer than the bounded form `make test` runs
+# (docs/chaos.md). Override e.g. CHAOS_ARGS='--duration 5m --kills 30'.
+CHAOS_ARGS    ?= --duration 30s --kills 30 --calls 50000 --concurrency 16
+chaos: build
+	$(BIN) chaos $(CHAOS_ARGS)
 
 # A FROM-scratch image holding the static binary (the fake vLLM and the proxy).
 image:

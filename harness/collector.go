@@ -52,8 +52,12 @@ type Collected struct {
 // Collector runs rollouts with bounded concurrency, finalizes each with the
 // consumer, appends the record durably and only then retires the snapshot.
 type Collector struct {
-	Source      store.Source
-	Writer      RecordWriter
+	Source store.Source
+	Writer RecordWriter
+	// InputWriter, when set, receives each record as the agent (and any
+	// seal) handed it over, before finalization rewrites it, so a run's
+	// rollouts can be explained afterwards.
+	InputWriter RecordWriter
 	Options     consumer.Options
 	Concurrency int
 	// Mutate, when set, edits each finalized record before it is written
@@ -120,6 +124,11 @@ func (c *Collector) one(ctx context.Context, t Task) Collected {
 		t.Seal(rec, col.Snapshot)
 	}
 	before, beforeErr := json.Marshal(rec)
+	if c.InputWriter != nil {
+		c.mu.Lock()
+		col.WriteErr = c.InputWriter.Append(rec)
+		c.mu.Unlock()
+	}
 	start = time.Now()
 	col.Build = consumer.Finalize(ctx, rec, c.Source, c.Options)
 	if c.Mutate != nil {
@@ -131,7 +140,7 @@ func (c *Collector) one(ctx context.Context, t Task) Collected {
 	col.Untouched = beforeErr == nil && afterErr == nil && bytes.Equal(before, after)
 	col.FinalTime = time.Since(start)
 
-	if c.Writer != nil {
+	if c.Writer != nil && col.WriteErr == nil {
 		c.mu.Lock()
 		col.WriteErr = c.Writer.Append(rec)
 		c.mu.Unlock()

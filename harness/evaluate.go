@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/capbench/capbench/capture/consumer"
 	"github.com/capbench/capbench/scenarios"
 )
 
@@ -50,9 +51,9 @@ func render(v any) string {
 	return fmt.Sprint(v)
 }
 
-// compareRedundant checks a record that already carried token ids (§7.1
-// step 3): delivery must not touch it and must hand back a retirable
-// redundant build.
+// compareRedundant checks a record that already carried token ids (a native
+// agent; docs/consumer.md, "Delivery and retirement"): delivery must not touch
+// it and must hand back a retirable redundant build.
 func compareRedundant(want scenarios.Expect, got Got) []string {
 	var out []string
 	if got.Redundant != want.Redundant {
@@ -71,4 +72,24 @@ func compareRedundant(want scenarios.Expect, got Got) []string {
 		out = append(out, "retirement: want the redundant build's snapshot retired, got it kept")
 	}
 	return out
+}
+
+// CompareExplanation checks that what `capbench explain` prints for the
+// rollout's build contains the expectation's Explain text (its one-line
+// cause); nothing is compared when the expectation sets none.
+func CompareExplanation(want scenarios.Expect, build *consumer.Result) []string {
+	if want.Explain == "" {
+		return nil
+	}
+	if build == nil {
+		return []string{fmt.Sprintf("explain: want %q, got no build to explain", want.Explain)}
+	}
+	var b strings.Builder
+	if err := consumer.Explain(&b, build); err != nil {
+		return []string{"explain: " + err.Error()}
+	}
+	if !strings.Contains(b.String(), want.Explain) {
+		return []string{fmt.Sprintf("explain: want a line with %q, got:\n%s", want.Explain, b.String())}
+	}
+	return nil
 }

@@ -63,9 +63,21 @@ func CheckFidelity(snap *store.Snapshot, ledger []env.LedgerEntry, rebuilt map[s
 		return Fidelity{Reason: "no snapshot was frozen"}
 	}
 	byPrompt := map[string][]env.LedgerEntry{}
+	var oldest uint64
 	for _, l := range ledger {
 		k := promptKey(l.PromptTokenIDs)
 		byPrompt[k] = append(byPrompt[k], l)
+		if l.Seq > 0 && (oldest == 0 || l.Seq < oldest) {
+			oldest = l.Seq
+		}
+	}
+	// The fake's ledger is a bounded ring; the harness reads it after each
+	// scenario, so a scenario's generations are still there unless one
+	// scenario alone outgrew the bound. Say so rather than blame the proxy.
+	dropped := ""
+	if oldest > 1 {
+		dropped = fmt.Sprintf("; the fake's bounded ledger had dropped its %d oldest generations, so this one may be among them "+
+			"(raise the fake's --ledger-max-bytes or --ledger-limit)", oldest-1)
 	}
 	usedByPrompt := map[string][]bool{}
 	for _, e := range snap.Entries {
@@ -84,7 +96,7 @@ func CheckFidelity(snap *store.Snapshot, ledger []env.LedgerEntry, rebuilt map[s
 			usedByPrompt[key] = used
 		}
 		if len(cands) == 0 {
-			f.Problems = append(f.Problems, fmt.Sprintf("call %s: no ledger generation has this %d-token prompt", e.ModelCallID, len(e.PromptTokenIDs)))
+			f.Problems = append(f.Problems, fmt.Sprintf("call %s: no ledger generation has this %d-token prompt%s", e.ModelCallID, len(e.PromptTokenIDs), dropped))
 			continue
 		}
 		var why string

@@ -87,8 +87,8 @@ type Got struct {
 	Error      string         `json:"error,omitempty"`
 	AgentError string         `json:"agent_error,omitempty"`
 	Calls      []agent.Call   `json:"calls,omitempty"`
-	// Redundant: delivery found token ids already on the record (§7.1
-	// step 3). Untouched: delivery did not change the record. Retired: the
+	// Redundant: delivery found token ids already on the record (a native
+	// agent; docs/consumer.md). Untouched: delivery did not change the record. Retired: the
 	// snapshot was retired after the record was written.
 	Redundant bool `json:"redundant,omitempty"`
 	Untouched bool `json:"untouched,omitempty"`

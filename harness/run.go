@@ -88,15 +88,25 @@ type Session struct {
 	out    string
 	tmp    string
 	writer *consumer.Writer
+	// inputs holds the records before finalization (InputsFileName).
+	inputs *consumer.Writer
 	envs   map[string]env.Env
 	// binary and image are built once per session for the process and
 	// container backends (unless Options.Binary is given).
 	binary, binDir, image string
 	prepErr               error
+	// externalKey is the server settings an external vLLM is taken to run
+	// (see externalServer); "" for the other backends.
+	externalKey string
 }
 
 // RolloutsFileName is the records file inside the out dir.
 const RolloutsFileName = "rollouts.jsonl"
+
+// InputsFileName holds the same records as the agents handed them over,
+// before finalization replaced response.output: what `capbench explain
+// --rollouts` needs (see docs/run.md).
+const InputsFileName = "rollouts.input.jsonl"
 
 // NewSession prepares the out dir and the records file.
 func NewSession(opts Options) (*Session, error) {
@@ -117,6 +127,12 @@ func NewSession(opts Options) (*Session, error) {
 		return nil, fmt.Errorf("rollouts file: %w", err)
 	}
 	s.writer = w
+	in, err := consumer.CreateWriter(filepath.Join(s.out, InputsFileName))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("rollouts file: %w", err)
+	}
+	s.inputs = in
 	return s, nil
 }
 
@@ -141,6 +157,10 @@ func (s *Session) Close() error {
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 		s.writer = nil
+	}
+	if s.inputs != nil {
+		errs = append(errs, s.inputs.Close())
+		s.inputs = nil
 	}
 	if s.tmp != "" {
 		errs = append(errs, os.RemoveAll(s.tmp))
@@ -246,6 +266,10 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 	if err := sc.Validate(); err != nil {
 		return fail(res, err.Error())
 	}
+	if s.externalKey != "" && sc.Server.Key() != s.externalKey {
+		res.Status, res.SkipReason = StatusSkip, otherServerReason(sc)
+		return res
+	}
 	e, err := s.envFor(ctx, sc)
 	if err != nil {
 		if errors.Is(err, env.ErrUnavailable) || errors.Is(err, env.ErrUnsupported) {
@@ -254,12 +278,15 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 		}
 		return fail(res, "environment: "+err.Error())
 	}
-	if err := e.SetScripts(ctx, sc.Scripts); err != nil {
-		if errors.Is(err, env.ErrUnsupported) {
-			res.Status, res.SkipReason = StatusSkip, err.Error()
-			return res
+	// An unscripted scenario installs nothing: the engine answers as it likes.
+	if !sc.Unscripted {
+		if err := e.SetScripts(ctx, sc.Scripts); err != nil {
+			if errors.Is(err, env.ErrUnsupported) {
+				res.Status, res.SkipReason = StatusSkip, err.Error()
+				return res
+			}
+			return fail(res, "scripts: "+err.Error())
 		}
-		return fail(res, "scripts: "+err.Error())
 	}
 	tasks := make([]Task, s.opts.rollouts())
 	for i := range tasks {
@@ -275,7 +302,7 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 			return agent.Run(ctx, sc.Agent, t, plan)
 		}}
 	}
-	col := &Collector{Source: e.Source(), Writer: s.writer, Options: s.opts.consumerOptions(),
+	col := &Collector{Source: e.Source(), Writer: s.writer, InputWriter: s.inputs, Options: s.opts.consumerOptions(),
 		Concurrency: s.opts.Concurrency}
 	if s.opts.Faults.FlipMask {
 		col.Mutate = flipMask
@@ -288,7 +315,7 @@ func (s *Session) Scenario(ctx context.Context, sc scenarios.Scenario) (res Scen
 	first := -1
 	for i, c := range collected {
 		got := Verdict(c)
-		mism := Compare(sc.Expect, got)
+		mism := append(Compare(sc.Expect, got), CompareExplanation(sc.Expect, c.Build)...)
 		if c.WriteErr != nil {
 			mism = append(mism, "rollouts file: "+c.WriteErr.Error())
 		}
@@ -356,11 +383,25 @@ func flipMask(rec map[string]any) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Run runs the scenarios in order and returns the result; the records file
-// lies in opts.OutDir (when given).
+// lies in opts.OutDir (when given). An environment that cannot run any
+// scenario (Preflight) is an error before the first one, with a nil result.
 func Run(ctx context.Context, scs []scenarios.Scenario, opts Options) (*RunResult, error) {
+	if err := Preflight(ctx, opts); err != nil {
+		return nil, err
+	}
 	s, err := NewSession(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Backend == env.External && opts.VLLMURL != "" {
+		s.externalKey = externalServer(scs)
+	}
+	// What the process and container backends build (a binary, an image)
+	// serves every scenario: a failure is one environment error, not one
+	// disagreement per scenario.
+	if err := s.prepare(context.WithoutCancel(ctx)); err != nil {
+		closeErr := s.Close()
+		return nil, errors.Join(fmt.Errorf("%w: %w", ErrEnvironment, err), closeErr)
 	}
 	backend := opts.Backend
 	if backend == "" {

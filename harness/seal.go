@@ -7,7 +7,7 @@ import (
 )
 
 // ExplicitCallKey is the record key of an explicit terminal model call id
-// (a gate's seal or an agent's declaration, contract §5.1).
+// (a gate's seal or an agent's declaration; docs/consumer.md, "Terminal attribution").
 const ExplicitCallKey = "_ng_terminal_model_call_id"
 
 // Sealer returns the step that stamps seal onto a finished record from its

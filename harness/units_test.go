@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +84,18 @@ var _ = Describe("fidelity", func() {
 		), twice, nil)
 		Expect(f.OK()).To(BeTrue(), "%v", f.Problems)
 		Expect(f.Summary()).To(Equal("exact 2/2"))
+	})
+
+	It("says when the unmatched call may have been dropped by the fake's bounded ledger", func() {
+		held := []env.LedgerEntry{ledger[1]}
+		held[0].Seq = 7
+		f := harness.CheckFidelity(snapshotOf(entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25})), held, nil)
+		Expect(f.OK()).To(BeFalse(), "an unverified call never passes as exact")
+		Expect(f.Problems).To(ConsistOf(ContainSubstring("no ledger generation has this 2-token prompt; the fake's bounded ledger had dropped its 6 oldest generations")))
+		whole := []env.LedgerEntry{ledger[1]}
+		whole[0].Seq = 1
+		f = harness.CheckFidelity(snapshotOf(entry("a", []int{1, 2}, []int{3, 4}, []float64{-0.5, -0.25})), whole, nil)
+		Expect(f.Problems).To(ConsistOf(Not(ContainSubstring("dropped"))))
 	})
 
 	It("is unchecked without a snapshot", func() {
@@ -273,3 +286,41 @@ var _ = DescribeTable("env.ContainerDefaults fills only what is unset, and the h
 	Entry("remote engine", "tcp://build-host.example:2376", "", ""),
 	Entry("a user's own override wins", "", "docker.internal", "docker.internal"),
 )
+
+var _ = Describe("environment checks", func() {
+	DescribeTable("says the Docker daemon is not running when that is the cause",
+		func(engineErr string, daemonDown bool) {
+			why := env.DockerReason(engineErr)
+			Expect(strings.HasPrefix(why, "the Docker daemon is not running")).To(Equal(daemonDown), why)
+			Expect(why).To(HaveSuffix(engineErr))
+		},
+		Entry("the CLI's and the SDK's words", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", true),
+		Entry("no socket at all (testcontainers)", "rootless Docker not found", true),
+		Entry("a socket nobody listens on", "dial unix /var/run/docker.sock: connect: connection refused", true),
+		Entry("another cause passes unchanged", "permission denied while trying to connect", false),
+	)
+
+	DescribeTable("rejects base URLs capbench cannot use, naming the flag",
+		func(raw, want string) {
+			err := harness.ValidateURL("--vllm-url", raw)
+			if want == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("a plain base URL", "http://127.0.0.1:8000", ""),
+		Entry("with a trailing slash", "http://127.0.0.1:8000/", ""),
+		Entry("ending in /v1", "http://127.0.0.1:8000/v1", `--vllm-url "http://127.0.0.1:8000/v1": give the server's base URL without /v1 (http://127.0.0.1:8000)`),
+		Entry("ending in /v1/", "http://h:1/x/v1/", "without /v1 (http://h:1/x)"),
+		Entry("without a scheme", "127.0.0.1:8000", "want an absolute http:// or https:// URL"),
+		Entry("another scheme", "ftp://h/", "want an absolute http://"),
+	)
+
+	It("reports nothing listening once, before any scenario", func(ctx SpecContext) {
+		res, err := harness.Run(ctx, scenarios.All(), harness.Options{Backend: env.External, VLLMURL: "http://127.0.0.1:1"})
+		Expect(res).To(BeNil())
+		Expect(err).To(MatchError(harness.ErrEnvironment))
+		Expect(err.Error()).To(ContainSubstring("nothing answers at --vllm-url http://127.0.0.1:1"))
+	})
+})

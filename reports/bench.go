@@ -125,8 +125,12 @@ func benchNotes(r *bench.Result) []string {
 		out = append(out, line)
 	}
 	if g := r.Config.GPU; g != nil && g.KVBlocks > 0 {
-		out = append(out, fmt.Sprintf("fake GPU: %s on %.0f GiB, %d KV blocks of %d tokens, max concurrency %.2fx at max_model_len %d",
-			g.Profile, float64(g.MemoryBytes)/(1<<30), g.KVBlocks, g.BlockSize, g.MaxConcurrency, g.MaxModelLen))
+		timing := "timing model off (zero-latency fake)"
+		if g.TimeScale > 0 {
+			timing = fmt.Sprintf("timing model at %g× real time (TTFT %s, ITL %s, prefill %.0f tok/s)", g.TimeScale, g.TTFT, g.ITL, g.PrefillTokS)
+		}
+		out = append(out, fmt.Sprintf("fake GPU: %s on %.0f GiB, %d KV blocks of %d tokens, max concurrency %.2fx at max_model_len %d; %s",
+			g.Profile, float64(g.MemoryBytes)/(1<<30), g.KVBlocks, g.BlockSize, g.MaxConcurrency, g.MaxModelLen, timing))
 	}
 	if s := r.Sessions; s != nil {
 		maxPrompt, exact, calls := 0, 0, 0

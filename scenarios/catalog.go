@@ -175,7 +175,7 @@ func All() []Scenario {
 		Description: "the CLI's HEAD probe under the training prefix (nonessential traffic on) precedes the task; " +
 			"this scenario expects the proxy never to mark the rollout incomplete for the probe: probes are " +
 			"answered and never count as model calls, so the rollout stays healthy. That is the newer variant " +
-			"of contract Q5; §3.2 step 4's older behaviour (mark_incomplete for any non-dialect path under the capture " +
+			"of row Q5 (docs/scenarios.md); the older behaviour (mark_incomplete for any non-dialect path under the capture " +
 			"prefix) would mask this rollout",
 		Row: "Q5", Agent: agent.ClaudeCode,
 		Plan: probe,
@@ -432,7 +432,7 @@ func All() []Scenario {
 	add(Scenario{
 		Name: "empty-generation",
 		Description: "the only call generates nothing but EOS; vLLM still returns the EOS token id and its " +
-			"log-prob, so the capture holds a 1-token generation that is delivered (contract row 14a needs a " +
+			"log-prob, so the capture holds a 1-token generation that is delivered (row 14a of docs/scenarios.md needs a " +
 			"backend that returns zero generated tokens)",
 		Row: "14a", Agent: agent.OpenAIChat,
 		Plan:    chatPlan("empty-generation", agent.Unattributed, false),
@@ -453,6 +453,8 @@ func All() []Scenario {
 	})
 	add(moreRows()...)
 	add(argOrderScenarios()...)
+	add(cliRows()...)
+	add(unscripted()...)
 	return out
 }
 

@@ -89,6 +89,14 @@ var _ = Describe("the catalog", func() {
 		Expect(s.Validate()).To(MatchError(ContainSubstring("names no script (set Conversation.Script)")))
 	})
 
+	It("keeps unscripted scenarios free of scripts, so they can run against a real vLLM", func() {
+		s, err := scenarios.Lookup("unscripted-single-call/stream")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Validate()).To(Succeed())
+		s.Plan.Main.Script = "single-chain"
+		Expect(s.Validate()).To(MatchError(ContainSubstring("an unscripted scenario defines and names no script")))
+	})
+
 	It("gives servers that differ different keys", func() {
 		a, _ := scenarios.Lookup("long-context-32k")
 		b, _ := scenarios.Lookup("long-context-too-small")

@@ -2,7 +2,7 @@ package scenarios
 
 import "github.com/capbench/capbench/scenarios/agent"
 
-// moreRows covers the contract rows about identical retries, a retried
+// moreRows covers the rows of docs/scenarios.md about identical retries, a retried
 // first call, an empty middle generation, disagreeing witnesses, explicit
 // ids and records delivery cannot consume or need not rebuild.
 //
@@ -25,7 +25,7 @@ func moreRows() []Scenario {
 	identical.Retries = []agent.Retry{{Turn: 2}}
 	add(Scenario{
 		Name: "retry-final-identical",
-		Description: "contract row 5c: the final call is resent with an identical body and the fake samples " +
+		Description: "row 5c of docs/scenarios.md: the final call is resent with an identical body and the fake samples " +
 			"deterministically, so both attempts hold the same tokens; the record has no id and its faithful " +
 			"transcript matches both attempts by content, which collapse to the smaller call id: delivered, unmasked",
 		Row: "5c", Agent: agent.OpenAIChat,
@@ -41,7 +41,7 @@ func moreRows() []Scenario {
 	first.Retries = []agent.Retry{{Turn: 0}}
 	add(Scenario{
 		Name: "retry-first-call",
-		Description: "contract row 5d: the first call is resent with an identical body; both attempts are ROOTs " +
+		Description: "row 5d of docs/scenarios.md: the first call is resent with an identical body; both attempts are ROOTs " +
 			"(nothing precedes them) and only the kept one is extended; unattributed, so roots != 1 masks",
 		Row: "5d", Agent: agent.OpenAIChat,
 		Plan: first, Scripts: []Script{threeCallChat("retry-first-call")}, Server: defaultServer(),
@@ -54,7 +54,7 @@ func moreRows() []Scenario {
 	emptyMid.FollowUps = []string{"Please answer: how many packages?"}
 	add(Scenario{
 		Name: "empty-generation-middle",
-		Description: "contract row 14b: the second call ends the turn with an empty reply and the harness asks " +
+		Description: "row 14b of docs/scenarios.md: the second call ends the turn with an empty reply and the harness asks " +
 			"again; the empty assistant turn adds nothing to the assistant fingerprint, so the next request " +
 			"verifies against both the empty call and its parent and resolves UNRESOLVED (ambiguous): a boundary, " +
 			"two roots, two chains, masked. Difference from the row: empty_generation_calls is 0, not 1, because " +
@@ -83,7 +83,7 @@ func moreRows() []Scenario {
 	}
 	s := disagree("witnesses-disagree", agent.Delivered)
 	s.Row = "16a"
-	s.Description = "contract row 16a: a gate seals `_ng_terminal_model_call_id` with the rollout's first call while " +
+	s.Description = "row 16a of docs/scenarios.md: a gate seals `_ng_terminal_model_call_id` with the rollout's first call while " +
 		"the record's response id is the last served id; the two witnesses name calls with different tokens, " +
 		"so attribution abstains (witness_disagreement) and, with no declared id, the single-chain policy " +
 		"applies: one clean chain, unmasked"
@@ -93,9 +93,9 @@ func moreRows() []Scenario {
 	add(s)
 	s = disagree("witnesses-disagree-declared", agent.Declared)
 	s.Row = "16b"
-	s.Description = "contract row 16b: as witnesses-disagree, but the record also declares `terminal_response_id` " +
+	s.Description = "row 16b of docs/scenarios.md: as witnesses-disagree, but the record also declares `terminal_response_id` " +
 		"(the last served id); the declared witness disagrees with the sealed first call, attribution abstains " +
-		"and a declared id always masks an unattributed record (§6.5 row 4)"
+		"and a declared id always masks an unattributed record (row 4 of the mask decision, docs/consumer.md)"
 	s.Expect = Expect{MaskSample: true, Checks: []Check{Eq("n_calls", 3), Eq("chains", 1), Eq("roots", 1),
 		Eq("terminal_attribution.method", "none"),
 		Contains("terminal_attribution.reason", "witness_disagreement[explicit="),
@@ -106,7 +106,7 @@ func moreRows() []Scenario {
 	uncaptured.ExplicitCallID = "0000000000000000000000000000dead"
 	add(Scenario{
 		Name: "explicit-terminal-not-captured",
-		Description: "contract row 18: the agent declares `_ng_terminal_model_call_id` for a call the capture " +
+		Description: "row 18 of docs/scenarios.md: the agent declares `_ng_terminal_model_call_id` for a call the capture " +
 			"never saw, and its synthesized transcript (fresh id, rewritten text) attributes nothing else; the " +
 			"explicit witness abstains (explicit_terminal_not_captured) and the single-chain policy leaves one " +
 			"clean chain unmasked",
@@ -122,7 +122,7 @@ func moreRows() []Scenario {
 	native.NativeTokens = true
 	add(Scenario{
 		Name: "native-token-agent",
-		Description: "contract row 20: a native token-aware agent asks for log-probs itself and writes each " +
+		Description: "row 20 of docs/scenarios.md: a native token-aware agent asks for log-probs itself and writes each " +
 			"reply's generated token ids onto its output items; delivery sees token ids already on the record, " +
 			"leaves it unchanged (no _ng_token_capture, no mask) and returns a redundant build whose snapshot " +
 			"is retired",
@@ -136,7 +136,7 @@ func moreRows() []Scenario {
 	noKey.RecordKey = agent.KeyOmitted
 	add(Scenario{
 		Name: "record-without-rollout-id",
-		Description: "contract row 21: the calls go through the rollout-correlated URL, but the agent's record " +
+		Description: "row 21 of docs/scenarios.md: the calls go through the rollout-correlated URL, but the agent's record " +
 			"carries neither `_ng_rollout_id` nor task/rollout indices; delivery cannot name the capture, so the " +
 			"record is unusable: masked with error \"no capture key\"",
 		Row: "21", Agent: agent.OpenAIChat,
@@ -148,7 +148,7 @@ func moreRows() []Scenario {
 	badKey.RecordKey = agent.KeyMalformed
 	add(Scenario{
 		Name: "record-malformed-rollout-id",
-		Description: "contract row 21: the agent's record carries an `_ng_rollout_id` with a slash, outside the " +
+		Description: "row 21 of docs/scenarios.md: the agent's record carries an `_ng_rollout_id` with a slash, outside the " +
 			"rollout id pattern (its URL used the valid id); delivery refuses to rewrite it: unusable, masked " +
 			"with error \"malformed rollout id: …\"",
 		Row: "21", Agent: agent.OpenAIChat,
@@ -185,10 +185,10 @@ func inlineSystemRows() []Scenario {
 		Name: "claude-code-inline-system-after-tool",
 		Description: "the Claude-Code-like agent makes a Bash tool call, then sends the tool result followed by a " +
 			"new role:\"system\" message (the CLI's agent list, as in its recorded subagent run). The proxy, like " +
-			"vLLM's Messages-to-Chat translation (fidelity §8.6), merges inline system messages into the one " +
+			"vLLM's Messages-to-Chat translation, merges inline system messages into the one " +
 			"leading system message Qwen's template needs, so call 2's rendered prompt changes near its start and " +
-			"no longer extends call 1's prompt and generation. Lineage (contract §3.8) counts system items by role " +
-			"only, so call 2 resolves to call 1 at request time; the builder's token check (§4.1 step 5) then " +
+			"no longer extends call 1's prompt and generation. Parent resolution (docs/capture-path.md) counts system items by role " +
+			"only, so call 2 resolves to call 1 at request time; the builder's token check (docs/consumer.md, \"Building chains\") then " +
 			"fails: parent_digest_mismatch, a boundary with two roots and two chains. The record names call 2's " +
 			"served id, so the attributed chain crosses the mismatch: broken, masked (rows 11 and 17). Observed " +
 			"on the real path, as the analysis predicted: call 2's record says parent_resolution resolved " +

@@ -1,6 +1,6 @@
 // Package scenarios is the catalog of capture scenarios: each one names an
 // agent harness and its plan, the fake vLLM's scripts, the server settings it
-// needs and the verdict the consumer must reach (contract §10).
+// needs and the verdict the consumer must reach (docs/scenarios.md).
 package scenarios
 
 import (
@@ -244,14 +244,17 @@ type Expect struct {
 	AgentError string `json:"agent_error,omitempty"`
 	// Redundant expects delivery to leave the record exactly as the agent
 	// wrote it (no `_ng_token_capture`, no mask) and to hand back a
-	// retirable redundant build (contract §7.1 step 3, row 20). Checks are
+	// retirable redundant build (docs/consumer.md, row 20 of docs/scenarios.md). Checks are
 	// then not evaluated, since there are no metrics.
 	Redundant bool `json:"redundant,omitempty"`
+	// Explain, when set, is text that `capbench explain` must print for
+	// the rollout: the one-line cause of the verdict in its words.
+	Explain string `json:"explain,omitempty"`
 }
 
 // Seal is a terminal-call seal the harness stamps on the finished record
 // before delivery, the way a gate that saw the model calls writes
-// `_ng_terminal_model_call_id` (contract §5.1).
+// `_ng_terminal_model_call_id` (docs/consumer.md, "Terminal attribution").
 type Seal string
 
 // Seals.
@@ -263,7 +266,7 @@ const (
 	SealFirstCall Seal = "first-call"
 )
 
-// Row references the contract's scenario table row this scenario follows.
+// Row is the row of docs/scenarios.md this scenario follows.
 type Row string
 
 // Scenario is one catalog entry.
@@ -279,6 +282,10 @@ type Scenario struct {
 	Seal        Seal       `json:"seal,omitempty"`
 	Expect      Expect     `json:"expect"`
 	Tags        []string   `json:"tags,omitempty"`
+	// Unscripted scenarios install no scripts: the engine answers as it
+	// likes (a real vLLM takes none), and the expectations hold for any
+	// text it chooses.
+	Unscripted bool `json:"unscripted,omitempty"`
 }
 
 // Streaming reports whether the scenario's agent streams.
@@ -305,6 +312,14 @@ func (s Scenario) Validate() error {
 	}
 	if s.Seal != NoSeal && s.Seal != SealFirstCall {
 		return fmt.Errorf("scenario %s: unknown seal %q", s.Name, s.Seal)
+	}
+	if s.Unscripted {
+		for _, used := range s.usedScripts() {
+			if used != "" || len(s.Scripts) > 0 {
+				return fmt.Errorf("scenario %s: an unscripted scenario defines and names no script", s.Name)
+			}
+		}
+		return nil
 	}
 	defined := map[string]bool{}
 	for _, sc := range s.Scripts {

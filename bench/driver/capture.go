@@ -2,8 +2,10 @@ package driver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -41,6 +43,7 @@ func checkCapture(ctx context.Context, st *stack, samples []bench.Sample) *bench
 		}
 		ledger, c.FidelityMethod = nil, "structural"
 	}
+	idx := indexLedger(ledger)
 	var first, last int64 = -1, 0
 	byRollout := map[string][]*bench.Sample{}
 	var order []string
@@ -77,7 +80,7 @@ func checkCapture(ctx context.Context, st *stack, samples []bench.Sample) *bench
 		c.Records += len(snap.Entries)
 		c.FidelityCalls += len(snap.Entries)
 		if ledger != nil {
-			f := harness.CheckFidelity(snap, ledger, nil)
+			f := harness.CheckFidelity(snap, idx.candidates(snap), nil)
 			c.FidelityExact += f.Matched
 			for _, p := range f.Problems {
 				addProblem(c, id+": "+p)
@@ -138,4 +141,53 @@ func consumerOptions() consumer.Options {
 	opts := consumer.DefaultOptions()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	return opts
+}
+
+// ledgerIndex finds the ledger generations a snapshot can match by prompt,
+// so checking thousands of rollouts does not rescan the whole ledger for
+// each one.
+type ledgerIndex struct {
+	byPrompt map[uint64][]env.LedgerEntry
+	oldest   *env.LedgerEntry // kept in every subset: it tells whether the ring dropped entries
+}
+
+func promptHash(ids []int) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint64(b[:], uint64(id))
+		_, _ = h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+func indexLedger(ledger []env.LedgerEntry) *ledgerIndex {
+	ix := &ledgerIndex{byPrompt: map[uint64][]env.LedgerEntry{}}
+	for i := range ledger {
+		l := &ledger[i]
+		k := promptHash(l.PromptTokenIDs)
+		ix.byPrompt[k] = append(ix.byPrompt[k], *l)
+		if ix.oldest == nil || (l.Seq > 0 && l.Seq < ix.oldest.Seq) {
+			ix.oldest = l
+		}
+	}
+	return ix
+}
+
+func (ix *ledgerIndex) candidates(snap *store.Snapshot) []env.LedgerEntry {
+	var out []env.LedgerEntry
+	seen := map[uint64]bool{}
+	for _, e := range snap.Entries {
+		k := promptHash(e.PromptTokenIDs)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, ix.byPrompt[k]...)
+		}
+	}
+	if ix.oldest != nil {
+		o := *ix.oldest
+		o.PromptTokenIDs = nil // matches no prompt; only its Seq counts
+		out = append(out, o)
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,12 +109,12 @@ func BenchmarkConsume200x32k(b *testing.B) {
 	}
 }
 
-// BenchmarkConsumeDir10k: a verdict pass over a directory of small rollouts
-// (3 calls each). Setup runs and times one cold pass (each first freeze
-// writes its state durably), reported as cold-ns/rollout; one op is then a
-// warm pass, reported as ns/rollout. CAPBENCH_BENCH_ROLLOUTS overrides the
+// BenchmarkJudgeDir10k: a read-only verdict pass (what `capbench verdict`
+// without --rollouts runs) over a directory of small rollouts (3 calls
+// each). Setup runs and times one cold pass, reported as cold-ns/rollout;
+// one op is then a warm pass, reported as ns/rollout. CAPBENCH_BENCH_ROLLOUTS overrides the
 // number of rollouts (default 10000).
-func BenchmarkConsumeDir10k(b *testing.B) {
+func BenchmarkJudgeDir10k(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
 		n = v
@@ -125,19 +124,19 @@ func BenchmarkConsumeDir10k(b *testing.B) {
 	for i := 0; i < n; i++ {
 		writeChainRollout(b, dir, fmt.Sprintf("r%05d", i), 3, 40, 8, rng)
 	}
-	fs, err := store.NewFileStore(dir)
+	ro, err := store.OpenReadOnly(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	start := time.Now()
-	if err := consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), io.Discard); err != nil {
+	if _, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil); err != nil {
 		b.Fatal(err)
 	}
 	cold := time.Since(start)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), io.Discard); err != nil {
+		if _, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

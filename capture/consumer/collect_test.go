@@ -96,7 +96,7 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 		Expect(sum.Retired).To(Equal(len(got) - masked))
 	})
 
-	It("stops with a clear error on a line that is not a JSON object, keeping what was written", func() {
+	It("checks the whole input first: a bad line stops the run before any record is finalized", func() {
 		src := store.NewMemoryStore()
 		putAll(context.Background(), src, chainABC()...)
 		outPath := filepath.Join(GinkgoT().TempDir(), "out.jsonl")
@@ -106,9 +106,12 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 		sum, err := consumer.FinalizeRollouts(context.Background(), in, w, src, consumer.DefaultOptions(), nil)
 		Expect(err).To(MatchError(ContainSubstring("rollouts line 2")))
 		Expect(w.Close()).To(Succeed())
-		Expect(sum.Records).To(Equal(1))
+		Expect(sum.Records).To(BeZero())
 		b, _ := os.ReadFile(outPath)
-		Expect(jsonLines(b)).To(HaveLen(1))
+		Expect(b).To(BeEmpty())
+		snap, err := src.Freeze(context.Background(), "r-1")
+		Expect(err).NotTo(HaveOccurred(), "r-1 was not retired")
+		Expect(snap.Entries).To(HaveLen(3))
 	})
 
 	It("refuses a line that holds more than one JSON value instead of dropping the rest", func() {
@@ -148,7 +151,7 @@ var _ = Describe("finalizing a rollouts file (gym-rollouts fixture)", func() {
 var _ = Describe("verdicts of a whole directory and explanations", func() {
 	ctx := context.Background()
 
-	It("prints one JSON line per rollout in rollout-id order without retiring", func() {
+	It("judges every rollout read-only, in rollout-id order, without the response unless asked", func() {
 		dir := GinkgoT().TempDir()
 		fs, err := store.NewFileStore(dir)
 		Expect(err).NotTo(HaveOccurred())
@@ -159,17 +162,30 @@ var _ = Describe("verdicts of a whole directory and explanations", func() {
 				Expect(fs.Put(ctx, e)).To(Succeed())
 			}
 		}
-		var out bytes.Buffer
-		Expect(consumer.VerdictDir(ctx, fs, consumer.DefaultOptions(), &out)).To(Succeed())
-		lines := jsonLines(out.Bytes())
-		Expect(lines).To(HaveLen(2))
-		Expect(lines[0]["rollout_id"]).To(Equal("r-1"))
-		Expect(lines[1]["rollout_id"]).To(Equal("r-2"))
-		Expect(lines[0]).To(HaveKeyWithValue("mask_sample", false))
-		Expect(lines[0]).To(HaveKeyWithValue("error", BeNil()))
-		Expect(lines[0]["output"]).To(HaveLen(3))
-		Expect(lines[0]["metrics"]).To(HaveKeyWithValue("chains", 1.0))
-		Expect(filepath.Join(dir, "r-1.tokens.jsonl")).To(BeAnExistingFile())
+		Expect(fs.Close()).To(Succeed())
+		ro, err := store.OpenReadOnly(dir)
+		Expect(err).NotTo(HaveOccurred())
+		vs, err := consumer.JudgeDir(ctx, ro, nil, consumer.DefaultOptions(), false, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(vs).To(HaveLen(2))
+		Expect(vs[0].RolloutID).To(Equal("r-1"))
+		Expect(vs[1].RolloutID).To(Equal("r-2"))
+		Expect(vs[0].MaskSample).To(BeFalse())
+		Expect(vs[0].Error).To(BeNil())
+		Expect(vs[0].Response).To(BeNil())
+		Expect(vs[0].Metrics.Chains).To(Equal(1))
+		Expect(vs[0].Reason).To(Equal("one clean chain"))
+
+		withResp, err := consumer.JudgeDir(ctx, ro, []string{"r-2"}, consumer.DefaultOptions(), true, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(withResp[0].Response["output"]).To(HaveLen(3))
+
+		st, err := fs.State(ctx, "r-1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Frozen).To(BeFalse())
+
+		_, err = consumer.JudgeDir(ctx, ro, []string{"r-9"}, consumer.DefaultOptions(), false, nil)
+		Expect(err).To(MatchError(store.ErrNoSuchRollout))
 	})
 
 	DescribeTable("explains the verdict in plain words",

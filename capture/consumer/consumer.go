@@ -15,7 +15,8 @@ import (
 // BuilderPrefixMerging is the only builder the target implements.
 const BuilderPrefixMerging = builder.PrefixMerging
 
-// Persisted error values (contract §6.5, §6.6, §7.1).
+// Persisted error values (docs/consumer.md, "The mask decision" and
+// "Delivery and retirement").
 const (
 	ErrTextNoRecords  = "capture contains no token records"
 	ErrTextPerRequest = "per_request returns multiple trajectories and is not supported by single-response delivery"
@@ -103,7 +104,7 @@ type Result struct {
 	UnresolvedRetries     []string
 	UnresolvedParentCalls []string
 	Snapshot              *SnapshotRef
-	// Redundant marks a record that already carried token ids (§7.1 step 3).
+	// Redundant marks a record that already carried token ids (docs/consumer.md, "Delivery and retirement").
 	Redundant bool
 	// Unusable marks a record delivery could not consume at all (no capture
 	// key, malformed id, consumer failure): its JSON has no rollout_id or
@@ -117,7 +118,7 @@ type Result struct {
 	EmptyGenerationCalls []string
 }
 
-// Consume freezes rolloutID in src and assembles the result (§6). A failed
+// Consume freezes rolloutID in src and assembles the result (docs/consumer.md). A failed
 // freeze becomes a masked failed build, not a Go error; Consume returns an
 // error only when ctx is cancelled or src is nil.
 func Consume(ctx context.Context, src store.Source, rolloutID string, in Input, opts Options) (*Result, error) {
@@ -287,7 +288,7 @@ func project(rolloutID string, out *builder.Output, model string) (map[string]an
 	return rebuilt, nil
 }
 
-// maskDecision applies rows 2–6 of the mask decision table (§6.5); row 1
+// maskDecision applies rows 2–6 of the mask decision table (docs/consumer.md); row 1
 // (failed builds) and the overrides are applied by the callers.
 func maskDecision(n builder.Notes, attributed, declared bool) bool {
 	switch {

@@ -36,7 +36,8 @@ var ErrMalformedRolloutID = errors.New("malformed rollout id")
 
 var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// RolloutID derives the capture key of a record (§7.4): the explicit
+// RolloutID derives the capture key of a record (docs/consumer.md, "The rollouts
+// record format"): the explicit
 // `_ng_rollout_id`, else `<task>-<rollout>`, plus `-a<n>` for an attempt
 // index above zero. present is false when the record names no id; err is set
 // for a malformed explicit id or attempt index. Unlike Python, the whole
@@ -185,7 +186,8 @@ func InputFromRollout(rec Rollout) Input {
 	return in
 }
 
-// Finalize rebuilds one finished rollout record in place (§7.1): it replaces
+// Finalize rebuilds one finished rollout record in place (docs/consumer.md, "Delivery and
+// retirement"): it replaces
 // `response.output` with the projection, attaches `_ng_token_capture` and
 // sets `mask_sample` when masked. It never fails; it returns nil when src is
 // nil or a record that already carries token ids cannot be frozen.

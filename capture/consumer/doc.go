@@ -10,7 +10,7 @@
 // The JSON forms of Result and Metrics match Gym's built dict field by field
 // (same keys, same rounding, same reason and error strings).
 //
-// Deliberate differences from Gym, as the contract directs:
+// Deliberate differences from Gym (docs/consumer.md, "Differences from Gym"):
 //   - the `per_request` builder is answered with the explicit message
 //     ErrTextPerRequest instead of "unknown builder 'per_request'…";
 //   - a rollout id must match the id pattern as a whole, so an explicit id

@@ -11,7 +11,7 @@ import (
 )
 
 // MaskExplanation says in plain words why a result is or is not masked,
-// following the mask decision table (§6.5) in order.
+// following the mask decision table (docs/consumer.md) in order.
 func MaskExplanation(r *Result) string {
 	switch {
 	case r.Redundant:

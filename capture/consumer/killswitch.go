@@ -14,7 +14,7 @@ const DefaultMaskFractionMinSamples = 50
 var ErrMaskFractionExceeded = errors.New("token capture mask fraction exceeded max_mask_fraction")
 
 // KillSwitch aborts a run whose finalized builds are masked too often
-// (`max_mask_fraction`, §7.3). A nil MaxMaskFraction disables it. It is not
+// (`max_mask_fraction`, docs/consumer.md). A nil MaxMaskFraction disables it. It is not
 // safe for concurrent use.
 type KillSwitch struct {
 	MaxMaskFraction *float64

@@ -9,7 +9,7 @@ import (
 	"github.com/capbench/capbench/internal/pyfmt"
 )
 
-// Metrics are the capture metrics of one build (§6.4), attached to the
+// Metrics are the capture metrics of one build (docs/consumer.md, "Metrics"), attached to the
 // rollout record as `_ng_token_capture`.
 type Metrics struct {
 	NCalls                   int            `json:"n_calls"`
@@ -27,7 +27,7 @@ type Metrics struct {
 	CaptureIncomplete        bool           `json:"capture_incomplete,omitempty"`
 	// Error is only set on the copy attached to the rollout record.
 	Error string `json:"error,omitempty"`
-	// Failed selects the failed-build shape (§6.5): only n_calls,
+	// Failed selects the failed-build shape (docs/consumer.md): only n_calls,
 	// terminal_attribution (when attribution ran), capture_incomplete and
 	// error are emitted.
 	Failed bool `json:"-"`

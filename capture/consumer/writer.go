@@ -45,6 +45,60 @@ func CreateWriter(path string) (*Writer, error) {
 	return &Writer{f: f}, nil
 }
 
+// OpenWriter opens path for appending, creating it when missing, and returns
+// the records it already holds, so a run interrupted after some appends can
+// continue without writing any record twice. Nothing already in the file is
+// rewritten. The one exception is an unterminated last line that is not
+// JSON: an append that never returned (so its rollout was never retired),
+// which is cut off so the file stays valid JSONL. Any other line that is not
+// a JSON object is an error and the file is left as it is.
+func OpenWriter(path string) (*Writer, []Rollout, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		w, err := CreateWriter(path)
+		return w, nil, err
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollouts writer: read %s: %w", path, err)
+	}
+	keep := len(data)
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) && !json.Valid(bytes.TrimSpace(data[i+1:])) {
+		keep = i + 1
+	}
+	done, err := ReadRollouts(bytes.NewReader(data[:keep]))
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollouts writer: existing %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollouts writer: open: %w", err)
+	}
+	w := &Writer{f: f, size: int64(keep)}
+	if keep < len(data) {
+		if err := f.Truncate(int64(keep)); err != nil {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("rollouts writer: cut the torn last line of %s: %w", path, err)
+		}
+	} else if keep > 0 && data[keep-1] != '\n' {
+		// A whole last record without its newline: end the line before
+		// appending after it.
+		if _, err := f.WriteAt([]byte{'\n'}, int64(keep)); err != nil {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("rollouts writer: end the last line of %s: %w", path, err)
+		}
+		w.size++
+	}
+	if _, err := f.Seek(w.size, 0); err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("rollouts writer: seek: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("rollouts writer: fsync %s: %w", path, err)
+	}
+	return w, done, nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

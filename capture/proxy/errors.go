@@ -36,7 +36,8 @@ func openAIErrorType(status int) string {
 	case http.StatusConflict:
 		return "ConflictError"
 	case http.StatusRequestEntityTooLarge:
-		return "RequestTooLarge"
+		// The phrase vLLM's HTTPException handler puts in "type".
+		return "Request Entity Too Large"
 	case http.StatusBadGateway:
 		return "BadGateway"
 	default:
@@ -86,6 +87,10 @@ func writeExchangeError(w http.ResponseWriter, err error, errw errorWriter, pass
 	var be *beginError
 	if errors.As(err, &be) {
 		writeRefusal(w, errw, refuse(be.rolloutID, be.err))
+		return
+	}
+	if msg, ok := upstreamTimeoutMessage(err); ok {
+		errw(w, http.StatusGatewayTimeout, msg)
 		return
 	}
 	errw(w, http.StatusBadGateway, err.Error())

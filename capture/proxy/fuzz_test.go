@@ -36,6 +36,7 @@ func FuzzRequestBody(f *testing.F) {
 			t.Fatal(err)
 		}
 		req := httptest.NewRequest(http.MethodPost, "/ng-rollout/fz/training-token-capture"+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		p.Handler().ServeHTTP(rec, req)
 		if rec.Code >= 400 && rec.Code < 500 {

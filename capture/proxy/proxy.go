@@ -78,6 +78,12 @@ type Options struct {
 	// used index is dropped; that rollout's next call rebuilds it from the
 	// store, so the bound costs a re-read, never a wrong parent.
 	MaxTrackedRollouts int
+	// Limits bound body bytes in flight, client and upstream timeouts and
+	// connections (limits.go); zero fields take defaults.
+	Limits Limits
+	// RolloutSecret, when set, makes every call under /ng-rollout/<id>/
+	// present RolloutToken(secret, id) (authz.go, docs/proxy-security.md).
+	RolloutSecret string
 }
 
 // DefaultMaxTrackedRollouts is Options.MaxTrackedRollouts when it is 0.
@@ -95,6 +101,7 @@ type Proxy struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	handler  http.Handler
+	guard    *guardState
 
 	rollouts sync.Map     // rollout id → *rolloutLineage
 	evicting sync.Mutex   // held by the one eviction scan running
@@ -159,7 +166,10 @@ func New(opts Options) (*Proxy, error) {
 	if p.metrics, err = newMetrics(p.registry); err != nil {
 		return nil, fmt.Errorf("proxy: registering metrics: %w", err)
 	}
-	p.handler = http.HandlerFunc(p.serveHTTP)
+	if err := p.harden(); err != nil {
+		return nil, err
+	}
+	p.handler = p.guarded(http.HandlerFunc(p.serveHTTP))
 	return p, nil
 }
 
@@ -175,12 +185,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy: listening on %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           p.handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv, ln := p.newServer(ctx, ln)
 	p.server, p.listener = srv, ln
 	p.closed = make(chan struct{})
 	go func() {
@@ -332,7 +337,7 @@ func (p *Proxy) authorized(r *http.Request) bool {
 	if k := r.Header.Get("X-Api-Key"); k != "" && subtle.ConstantTimeCompare([]byte(k), want) == 1 {
 		return true
 	}
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), want) == 1 {
+	if tok, ok := bearerToken(r.Header); ok && subtle.ConstantTimeCompare([]byte(tok), want) == 1 {
 		return true
 	}
 	return false

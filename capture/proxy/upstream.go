@@ -266,6 +266,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 	}
 	p.copyRequestHeaders(req.Header, r.Header)
 	resp, err := p.client.Do(req)
+	if msg, ok := upstreamTimeoutMessage(err); ok {
+		writeOpenAIError(w, http.StatusGatewayTimeout, msg)
+		return
+	}
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadGateway, "upstream request failed: "+err.Error())
 		return

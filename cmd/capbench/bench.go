@@ -123,7 +123,7 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.DurationVar(&f.fakeITL, "fake-itl", 0, "embedded: inter-token latency before scaling (default 20ms)")
 	fl.Float64Var(&f.prefillRate, "prefill-rate", 0, "embedded: prefill tokens per second (default 20000)")
 	fl.Float64Var(&f.batchSlowdown, "batch-slowdown", 0, "embedded: every delay × (1 + this × (running-1))")
-	fl.Float64Var(&f.timeScale, "time-scale", 0, "embedded: multiply every simulated delay (default 0.1)")
+	fl.Float64Var(&f.timeScale, "time-scale", 0, "embedded: turn the fake's timing model on at this fraction of real time (0 = off: a zero-latency fake, the capture path's own cost)")
 	fl.Float64Var(&f.outputMean, "output-mean", 0, "embedded: mean generated tokens of the fake (default 64; max_tokens caps it)")
 	fl.IntVar(&f.sessions, "sessions", 8, "sessions workload: rollouts to run")
 	fl.IntVar(&f.turns, "turns", 17, "sessions workload: model calls of the main conversation")

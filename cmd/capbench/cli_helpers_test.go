@@ -26,7 +26,7 @@ func capbench(ctx context.Context, args ...string) (string, error) {
 func fixturesDir() string {
 	dir, ok := fixtures.Dir()
 	if !ok {
-		Skip("shared fixtures not found next to the repository")
+		Skip("test fixtures not found (testdata/fixtures, or ../shared/fixtures)")
 	}
 	return dir
 }

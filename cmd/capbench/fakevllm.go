@@ -20,6 +20,7 @@ func newFakeVLLMCmd() *cobra.Command {
 	var (
 		o                         vllm.Options
 		model, maxModelLen, gpuMB string
+		ledgerMaxBytes            string
 		apiKeys                   []string
 		ignoredStr                string
 		ignoredBool               bool
@@ -36,13 +37,18 @@ template; thinking: Qwen3-Thinking-2507, which drops earlier turns' reasoning),
 --decode-tokens-per-second, --batch-slowdown, --time-scale (timing model),
 --fault-rate, --fault-kinds, --stall (fault injection; a request may also send
 X-Fake-Fault), --output-len-mean/--output-len-stddev (unscripted lengths).
-Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME).`,
+Fake-only endpoints live under /fake/ (GET /fake/ledger[?after=SEQ], PUT
+/fake/scripts/NAME) and need --api-key when one is set; --ledger-limit and
+--ledger-max-bytes bound the ledger.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				model = args[0] // the positional wins, as in vLLM
 			}
 			o.Model = model
+			if err := checkFakeFlags(cmd.Flags(), o, gpuMB); err != nil {
+				return err
+			}
 			if maxModelLen != "" {
 				n, err := gpu.ParseMaxModelLen(maxModelLen)
 				if err != nil {
@@ -57,6 +63,14 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 				}
 				o.GPUMemory = n
 			}
+			n, err := gpu.ParseBytes(ledgerMaxBytes)
+			if err != nil {
+				return fmt.Errorf("--ledger-max-bytes: %w (or 0 for no byte bound)", err)
+			}
+			o.LedgerMaxBytes = n
+			if n == 0 {
+				o.LedgerMaxBytes = -1 // the library's 0 means its default
+			}
 			if len(apiKeys) == 0 {
 				if k := os.Getenv("VLLM_API_KEY"); k != "" {
 					apiKeys = []string{k}
@@ -64,6 +78,7 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 			}
 			o.APIKeys = apiKeys
 			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			warnProfile(cmd.ErrOrStderr(), o)
 			srv, err := vllm.New(o)
 			if err != nil {
 				return fmt.Errorf("engine startup failed: %w", err)
@@ -116,6 +131,7 @@ Fake-only endpoints live under /fake/ (GET /fake/ledger, PUT /fake/scripts/NAME)
 	f.Float64Var(&o.Lengths.StdDev, "output-len-stddev", 0, "fake: standard deviation of unscripted output lengths")
 	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", 0, "fake: request body limit (default 64 MiB)")
 	f.IntVar(&o.LedgerLimit, "ledger-limit", 100000, "fake: keep only the newest N ledger entries (0 = all)")
+	f.StringVar(&ledgerMaxBytes, "ledger-max-bytes", "256MiB", "fake: drop the oldest ledger entries once they hold more than this (0 = no byte bound)")
 
 	// Accepted and ignored, so real vLLM command lines work unchanged.
 	for _, name := range []string{"chat-template", "default-chat-template-kwargs", "generation-config", "override-generation-config", "fingerprint-mode", "config", "trust-remote-code-revision"} {

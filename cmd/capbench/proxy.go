@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/capture/proxy"
-	"github.com/capbench/capbench/capture/store"
 )
 
 // newProxyCmd is `capbench proxy --upstream URL --capture-dir DIR`: the
@@ -23,6 +23,7 @@ func newProxyCmd() *cobra.Command {
 	var (
 		o          proxy.Options
 		captureDir string
+		storeURL   string
 		overrides  []string
 		logLevel   string
 		logFormat  string
@@ -47,16 +48,17 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 				return err
 			}
 			o.Logger = logger
+			if o.RolloutSecret == "" {
+				o.RolloutSecret = os.Getenv(rolloutSecretEnv)
+			}
 			if o.SamplingOverrides, err = parseSamplingOverrides(overrides); err != nil {
 				return err
 			}
-			if captureDir != "" {
-				fs, err := store.NewFileStore(captureDir)
-				if err != nil {
-					return fmt.Errorf("--capture-dir: %w", err)
-				}
-				defer fs.Close()
-				o.Store = fs
+			if cs, err := openStore(cmd.Context(), captureDir, storeURL); err != nil {
+				return err
+			} else if cs != nil {
+				defer cs.Close()
+				o.Store = cs
 			}
 			p, err := proxy.New(o)
 			if err != nil {
@@ -76,6 +78,7 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f := cmd.Flags()
 	f.StringVar(&o.Upstream, "upstream", "", "vLLM base URL, without /v1 (required)")
 	f.StringVar(&captureDir, "capture-dir", "", "directory of the file store that receives token records; empty disables capture")
+	addStoreFlag(f, &storeURL)
 	f.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
 	f.IntVar(&o.Port, "port", 0, "listen port (0 picks a free one)")
 	f.StringVar(&o.APIKey, "api-key", "", "key clients must send (Authorization: Bearer or x-api-key)")
@@ -88,6 +91,8 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f.StringVar(&o.Model, "model", "", "replace the model name of every engine request with this served name (needed for Claude Code, which asks for claude-* names)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	addProxyLimitFlags(f, &o)
+	cmd.AddCommand(newRolloutTokenCmd())
 	return cmd
 }
 

@@ -8,6 +8,7 @@ func newRootCmd() *cobra.Command {
 		Short:         "Test harness and benchmarks for training-token capture",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
 	root.AddCommand(
 		newFakeVLLMCmd(),
@@ -16,6 +17,7 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newChaosCmd(),
 		newPlanCmd(),
 		newDoctorCmd(),
 		newWalkthroughCmd(),

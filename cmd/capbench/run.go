@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +26,7 @@ func newRunCmd() *cobra.Command {
 		scenarioNames []string
 		backend       string
 		opts          harness.Options
-		list          bool
+		list, verbose bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -34,22 +37,22 @@ func newRunCmd() *cobra.Command {
 			"result.json and report.md to --out. Exits non-zero when any scenario disagrees.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if list {
-				for _, s := range scenarios.All() {
-					fmt.Fprintf(cmd.OutOrStdout(), "%-36s %s\n", s.Name, s.Description)
+			if list || verbose {
+				if !list {
+					return errors.New("-v goes with --list")
 				}
-				return nil
+				return reports.CatalogList(cmd.OutOrStdout(), scenarios.All(), verbose)
 			}
 			b, err := env.ParseBackend(backend)
 			if err != nil {
 				return fmt.Errorf("--backend: %w", err)
 			}
 			opts.Backend = b
-			if b == env.External && opts.VLLMURL == "" && opts.ProxyURL == "" {
-				return errors.New("--backend external needs --vllm-url and/or --proxy-url")
+			if err := checkRunFlags(cmd, b, opts); err != nil {
+				return err
 			}
-			if opts.ProxyURL != "" && opts.CaptureDir == "" {
-				return errors.New("--proxy-url needs --capture-dir (the proxy's capture directory)")
+			if err := checkScenarioNames(scenarioNames); err != nil {
+				return err
 			}
 			if b == env.Container {
 				env.ContainerDefaults()
@@ -85,19 +88,25 @@ func newRunCmd() *cobra.Command {
 			if err := reports.Table(cmd.OutOrStdout(), res); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and report.md in %s\n", harness.RolloutsFileName, harness.ResultFileName, out)
-			if runErr != nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s, %s and report.md in %s\n",
+				harness.RolloutsFileName, harness.InputsFileName, harness.ResultFileName, out)
+			switch {
+			case errors.Is(runErr, context.Canceled), errors.Is(runErr, context.DeadlineExceeded):
+				return fmt.Errorf("interrupted after %d of %d scenarios", len(res.Scenarios), len(scs))
+			case runErr != nil:
 				return runErr
-			}
-			if !res.OK() {
+			case !res.OK():
 				return errScenariosFailed
+			case res.Passed == 0:
+				return fmt.Errorf("nothing ran: all %d selected scenarios were skipped (reasons above)", res.Skipped)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&scenarioNames, "scenario", []string{"all"}, "scenario name(s) to run, or all (see --list)")
-	f.BoolVar(&list, "list", false, "list the catalog and exit")
+	f.BoolVar(&list, "list", false, "list the catalog (one short line per scenario) and exit")
+	f.BoolVarP(&verbose, "verbose", "v", false, "with --list: the full descriptions")
 	f.StringVar(&backend, "backend", string(env.InProcess), "environment: inprocess, process, container, vllm (real vLLM container, needs a GPU) or external")
 	f.StringVar(&opts.VLLMURL, "vllm-url", "", "external: URL of a running vLLM (or fake); the proxy runs in-process unless --proxy-url is set")
 	f.StringVar(&opts.ProxyURL, "proxy-url", "", "external: URL of a running capture proxy (e.g. NeMo Gym's model server)")
@@ -107,6 +116,50 @@ func newRunCmd() *cobra.Command {
 	f.IntVar(&opts.Rollouts, "rollouts", 1, "rollouts per scenario")
 	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel rollouts within a scenario")
 	return cmd
+}
+
+// checkRunFlags rejects, before anything starts, values no run can use and
+// flags the chosen backend would silently ignore.
+func checkRunFlags(cmd *cobra.Command, b env.Backend, opts harness.Options) error {
+	if opts.Rollouts < 1 {
+		return fmt.Errorf("--rollouts %d: want at least 1 rollout per scenario", opts.Rollouts)
+	}
+	if opts.Concurrency < 1 {
+		return fmt.Errorf("--concurrency %d: want at least 1", opts.Concurrency)
+	}
+	only := map[string][]env.Backend{
+		"vllm-url":    {env.External},
+		"proxy-url":   {env.External},
+		"capture-dir": {env.External, env.InProcess, env.Process, env.Container, env.RealVLLM},
+		"image":       {env.RealVLLM},
+	}
+	for _, name := range []string{"vllm-url", "proxy-url", "capture-dir", "image"} {
+		if cmd.Flags().Changed(name) && !slices.Contains(only[name], b) {
+			return fmt.Errorf("--%s does not apply to --backend %s (only to %s)", name, b, backendList(only[name]))
+		}
+	}
+	for flag, u := range map[string]string{"--vllm-url": opts.VLLMURL, "--proxy-url": opts.ProxyURL} {
+		if u != "" {
+			if err := harness.ValidateURL(flag, u); err != nil {
+				return err
+			}
+		}
+	}
+	if b == env.External && opts.VLLMURL == "" {
+		return errors.New("--backend external needs --vllm-url: the scenarios are scripted, and their scripts are installed on the capbench fake-vllm at that URL (add --proxy-url to test someone else's proxy in front of it)")
+	}
+	if opts.ProxyURL != "" && opts.CaptureDir == "" {
+		return errors.New("--proxy-url needs --capture-dir (the proxy's capture directory)")
+	}
+	return nil
+}
+
+func backendList(bs []env.Backend) string {
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = string(b)
+	}
+	return strings.Join(names, ", ")
 }
 
 func writeMarkdown(path string, r *harness.RunResult) error {

@@ -191,7 +191,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 		parallel:  req.ParallelToolCalls == nil || *req.ParallelToolCalls,
 		newCallID: func() string { return "chatcmpl-tool-" + randomHex() },
 	}
-	if ae := s.attachScript(r, j, assistants); ae != nil {
+	if ae := s.attachScript(r, j, assistants, msgs); ae != nil {
 		return nil, ae
 	}
 	if choice == "required" || choice == "named" {
@@ -444,15 +444,11 @@ func checkSampling(maxTokens int, temp, topP *float64, topK *int, minP, presence
 }
 
 // attachScript picks the script turn (X-Fake-Script) and the fault for a job.
-func (s *Server) attachScript(r *http.Request, j *job, assistants int) *apiError {
-	if name := r.Header.Get("X-Fake-Script"); name != "" {
-		sc, ok := s.scripts.get(name)
-		if !ok {
-			return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: fmt.Sprintf("fake script %q does not exist", name), Param: strp("X-Fake-Script")}
-		}
-		t := sc.turnFor(assistants)
-		j.turn = &t
-		j.fault = t.Fault
+// msgs are the chat messages the script's routes look at (nil for
+// completions).
+func (s *Server) attachScript(r *http.Request, j *job, assistants int, msgs []map[string]any) *apiError {
+	if ae := s.pickScript(r, j, assistants, msgs); ae != nil {
+		return ae
 	}
 	if f := r.Header.Get("X-Fake-Fault"); f != "" {
 		if !knownFaults[f] {

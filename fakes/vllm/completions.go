@@ -106,7 +106,7 @@ func (s *Server) prepareCompletion(r *http.Request, req *completionRequest, body
 		j.includeUsage = req.StreamOptions.IncludeUsage
 		j.continuousUsage = req.StreamOptions.ContinuousUsageStats
 	}
-	if ae := s.attachScript(r, j, 0); ae != nil {
+	if ae := s.attachScript(r, j, 0, nil); ae != nil {
 		return nil, ae
 	}
 	if j.turn != nil && !j.turn.Empty { // completions have no chat template: the script text is the output

@@ -36,12 +36,16 @@ type engine struct {
 	lengths Lengths
 	vocab   int
 	words   []costedWord // filler vocabulary with token costs
+	dotIDs  []int        // the encoding of "."
 	altIDs  []int        // single-token filler words: runner-up candidates
 }
 
 type costedWord struct {
 	text string // with leading space
 	cost int
+	// ids and bare are the encodings of text and of text without its
+	// space: filler is built as ids directly (see plausibleIDs).
+	ids, bare []int
 }
 
 var fillerWords = strings.Fields(`the model reads a short plan and then writes a careful answer about
@@ -56,11 +60,12 @@ func newEngine(tok textTokenizer, tmpl promptTemplate, lengths Lengths) *engine 
 	e.eosText = tok.Decode([]int{e.eos})
 	for _, w := range fillerWords {
 		ids := tok.Encode(" " + w)
-		e.words = append(e.words, costedWord{text: " " + w, cost: len(ids)})
+		e.words = append(e.words, costedWord{text: " " + w, cost: len(ids), ids: ids, bare: tok.Encode(w)})
 		if len(ids) == 1 && !containsInt(e.altIDs, ids[0]) {
 			e.altIDs = append(e.altIDs, ids[0])
 		}
 	}
+	e.dotIDs = tok.Encode(".")
 	return e
 }
 
@@ -88,6 +93,7 @@ func (e *engine) generate(in genInput) generation {
 	seed := hashIDs(in.seed, in.promptIDs)
 	g := generation{seed: seed}
 	var text string
+	var ids []int
 	switch {
 	case in.forcedText != nil:
 		text = *in.forcedText + e.eosText
@@ -99,9 +105,11 @@ func (e *engine) generate(in genInput) generation {
 			text = e.fitScripted(*in.turn, text, n)
 		}
 	default:
-		text = e.plausible(seed, in.maxTokens)
+		text, ids = e.plausible(seed, in.maxTokens)
 	}
-	ids := e.tok.Encode(text)
+	if ids == nil {
+		ids = e.tok.Encode(text)
+	}
 	limit := in.maxTokens
 	if in.turn != nil && in.turn.Tokens > 0 && in.turn.Tokens < limit {
 		limit = in.turn.Tokens
@@ -163,19 +171,25 @@ type tokenLP struct {
 }
 
 // plausible builds filler text for an unscripted request: optional reasoning
-// (thinking template) then content, sized by the length distribution.
-func (e *engine) plausible(seed uint64, maxTokens int) string {
+// (thinking template) then content, sized by the length distribution. On
+// the plain template it also returns the ids: the text is filler words and
+// periods then EOS, and the tokenizer pre-splits every " word" and "." on
+// its own, so joining the words' encodings gives exactly the encoding of
+// the text (a spec checks it) without tokenizing the filler per request.
+// Other templates return nil ids.
+func (e *engine) plausible(seed uint64, maxTokens int) (string, []int) {
 	target := e.drawLength(seed)
 	if target > maxTokens {
 		target = maxTokens + 4 // overshoot (word costs are estimates); cut to max_tokens later
 	}
-	reasoning := ""
-	if e.tmpl.thinking() {
-		reasoning = strings.TrimPrefix(e.fillerText(seed^0xabc, max(target/4, 1)), " ")
-		target -= target / 4
+	if !e.tmpl.thinking() {
+		content, ids := e.filler(seed, max(target-1, 1), true)
+		return content + e.eosText, append(ids, e.eos)
 	}
-	content := strings.TrimPrefix(e.fillerText(seed, max(target-1, 1)), " ")
-	return e.tmpl.renderGeneration(content, reasoning, nil)
+	reasoning, _ := e.filler(seed^0xabc, max(target/4, 1), false)
+	target -= target / 4
+	content, _ := e.filler(seed, max(target-1, 1), false)
+	return e.tmpl.renderGeneration(content, reasoning, nil), nil
 }
 
 // drawLength samples the unscripted output length (normal, clamped).
@@ -187,23 +201,38 @@ func (e *engine) drawLength(seed uint64) int {
 	return max(n, e.lengths.Min)
 }
 
-// fillerText returns roughly n tokens of filler words, each with a leading space.
-func (e *engine) fillerText(seed uint64, n int) string {
+// filler returns roughly n tokens of filler words, the first without its
+// leading space, and with withIDs their token ids.
+func (e *engine) filler(seed uint64, n int, withIDs bool) (string, []int) {
 	var b strings.Builder
+	var ids []int
+	if withIDs {
+		ids = make([]int, 0, n+8)
+	}
 	cost := 0
 	for i := 0; cost < n; i++ {
 		w := e.words[splitmix64(seed+uint64(i))%uint64(len(e.words))]
 		if cost+w.cost > n && cost > 0 {
 			break
 		}
-		b.WriteString(w.text)
+		text, wids := w.text, w.ids
+		if i == 0 {
+			text, wids = text[1:], w.bare
+		}
+		b.WriteString(text)
+		if withIDs {
+			ids = append(ids, wids...)
+		}
 		cost += w.cost
 		if i%9 == 8 && cost < n {
 			b.WriteString(".")
+			if withIDs {
+				ids = append(ids, e.dotIDs...)
+			}
 			cost++
 		}
 	}
-	return b.String()
+	return b.String(), ids
 }
 
 // fitScripted pads (or leaves for truncation) a scripted turn so its encoding
@@ -218,10 +247,10 @@ func (e *engine) fitScripted(t Turn, text string, n int) string {
 		extra += 8 // overshoot, then cut at n
 	}
 	for attempt := 0; attempt < 6 && extra > 0; attempt++ {
-		pad := e.fillerText(uint64(n)+uint64(attempt), extra)
-		content := t.Content + pad
+		pad, _ := e.filler(uint64(n)+uint64(attempt), extra, false)
+		content := t.Content + " " + pad
 		if t.Content == "" {
-			content = strings.TrimPrefix(pad, " ")
+			content = pad
 		}
 		cand := e.tmpl.renderGeneration(content, t.Reasoning, t.ToolCalls)
 		got := len(e.tok.Encode(cand))

@@ -128,3 +128,22 @@ func firstChoice(m map[string]any) map[string]any {
 	Expect(choices).To(HaveLen(1))
 	return choices[0].(map[string]any)
 }
+
+// rawPost posts a JSON body and reads the whole reply; err is the read
+// error of a cut body (the status is not checked).
+func rawPost(url string, body []byte, headers ...string) (string, error) {
+	GinkgoHelper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -56,7 +56,12 @@ type Options struct {
 	MaxBodyBytes int64
 	// LedgerLimit keeps only the newest N ledger entries; 0 keeps all.
 	LedgerLimit int
-	Logger      *slog.Logger
+	// LedgerMaxBytes bounds the ledger's memory: the oldest entries are
+	// dropped once the entries' prompts, generations, log-probs and text
+	// take more (the newest entry is always kept). 0 means
+	// DefaultLedgerMaxBytes; negative means no byte bound.
+	LedgerMaxBytes int64
+	Logger         *slog.Logger
 }
 
 // Timing is the latency model. The zero value means no latency at all.
@@ -124,8 +129,12 @@ const (
 	DefaultMaxNumSeqs           = 256
 	DefaultMaxNumBatchedTokens  = 2048
 	defaultMaxBodyBytes         = 64 << 20
-	maxLogprobs                 = 20
-	vllmVersion                 = "0.29.0"
+	// DefaultLedgerMaxBytes holds about 4,000 generations of a 32k-token
+	// prompt (the packed ring takes about 2 bytes a token), or hundreds of
+	// thousands of short ones.
+	DefaultLedgerMaxBytes = 256 << 20
+	maxLogprobs           = 20
+	vllmVersion           = "0.29.0"
 )
 
 var knownToolParsers = []string{"deepseek_v3", "granite", "hermes", "internlm", "jamba", "llama3_json", "mistral", "pythonic", "qwen3_coder", "qwen3_xml"}
@@ -237,6 +246,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Lengths.Min <= 0 {
 		o.Lengths.Min = 1
+	}
+	if o.LedgerMaxBytes == 0 {
+		o.LedgerMaxBytes = DefaultLedgerMaxBytes
 	}
 	if o.LedgerLimit < 0 {
 		return o, fmt.Errorf("ledger limit must not be negative, got %d", o.LedgerLimit)

@@ -86,6 +86,22 @@ var _ = Describe("API keys", func() {
 		Expect(get(s.URL()+"/v1/models", "Authorization", "Bearer k2").status).To(Equal(http.StatusOK))
 	})
 
+	DescribeTable("guards the fake's control routes too: the ledger holds every prompt and output, scripts steer replies",
+		func(method, path string, body []byte) {
+			ct := ""
+			if body != nil {
+				ct = "application/json"
+			}
+			r := do(method, s.URL()+path, ct, body)
+			Expect(r.status).To(Equal(http.StatusUnauthorized))
+			Expect(string(r.body)).To(Equal(`{"error":"Unauthorized"}`))
+			Expect(do(method, s.URL()+path, ct, body, "Authorization", "Bearer k1").status).To(BeNumerically("<", 300))
+		},
+		Entry("the ledger", http.MethodGet, "/fake/ledger", nil),
+		Entry("the ledger, incrementally", http.MethodGet, "/fake/ledger?after=3", nil),
+		Entry("installing a script", http.MethodPut, "/fake/scripts/x", []byte(`{"turns":[{"content":"hi"}]}`)),
+	)
+
 	It("leaves /health, /metrics, /version and /tokenize open", func() {
 		Expect(get(s.URL() + "/health").status).To(Equal(http.StatusOK))
 		Expect(get(s.URL() + "/metrics").status).To(Equal(http.StatusOK))

@@ -1,7 +1,9 @@
 package vllm_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -84,9 +86,132 @@ var _ = Describe("scripts", func() {
 		Expect(s.SetScript(vllm.Script{Turns: []vllm.Turn{{}}})).NotTo(Succeed())
 	})
 
-	It("answers an unknown script name with 404", func() {
-		r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": []any{user("a")}}, "X-Fake-Script", "missing")
-		Expect(r.status).To(Equal(http.StatusNotFound))
+	DescribeTable("answers an unknown script name with vLLM's error envelope (400, which clients show and do not retry), naming the script and the fix",
+		func(stream bool) {
+			r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": []any{user("a")}, "stream": stream}, "X-Fake-Script", "missing")
+			Expect(r.status).To(Equal(http.StatusBadRequest))
+			Expect(r.header.Get("Content-Type")).To(Equal("application/json"))
+			e := r.json()["error"].(map[string]any)
+			Expect(e["type"]).To(Equal("BadRequestError"))
+			Expect(e["param"]).To(Equal("X-Fake-Script"))
+			Expect(e["code"]).To(BeNumerically("==", 400))
+			Expect(e["message"]).To(Equal(`fake script "missing" does not exist; installed scripts: three. ` +
+				`Install it with PUT /fake/scripts/missing or fix the X-Fake-Script header`))
+		},
+		Entry("non-streaming", false),
+		Entry("streaming: the error comes before any event", true),
+	)
+
+	Describe("routes: one header value for a whole session", func() {
+		BeforeEach(func() {
+			for _, sc := range []vllm.Script{
+				{Name: "sub", Turns: []vllm.Turn{{Content: "sub-agent reply"}}},
+				{Name: "explore", Turns: []vllm.Turn{{Content: "explore reply"}}},
+				{Name: "title", Turns: []vllm.Turn{{Content: "A title"}}},
+				{Name: "compact", Turns: []vllm.Turn{{Content: "A summary"}}},
+				{Name: "session", Turns: []vllm.Turn{{Content: "main reply"}, {Content: "main again"}}, Routes: []vllm.Route{
+					{AgentID: "agent-explore", Script: "explore"},
+					{SubAgent: true, Script: "sub"},
+					{System: "Generate a concise title", Script: "title"},
+					{User: "create a detailed summary", Script: "compact"},
+				}},
+			} {
+				Expect(s.SetScript(sc)).To(Succeed())
+			}
+		})
+		sys := func(t string) map[string]any { return map[string]any{"role": "system", "content": t} }
+		parts := func(role, t string) map[string]any {
+			return map[string]any{"role": role, "content": []any{map[string]any{"type": "text", "text": t}}}
+		}
+
+		DescribeTable("picks the script by agent and by what the call asks",
+			func(msgs []any, headers []string, want string) {
+				r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": msgs},
+					append([]string{"X-Fake-Script", "session"}, headers...)...)
+				Expect(r.status).To(Equal(http.StatusOK), string(r.body))
+				Expect(firstChoice(r.json())["message"].(map[string]any)["content"]).To(Equal(want))
+			},
+			Entry("the main agent plays the script itself", []any{sys("You are Claude Code"), user("fix it")}, nil, "main reply"),
+			Entry("the main agent's turn index still counts its assistant turns",
+				[]any{user("fix it"), asst("main reply"), user("more")}, nil, "main again"),
+			Entry("a sub-agent (x-claude-code-agent-id) gets its own script, turn 0 of it",
+				[]any{sys("You are a sub-agent"), user("run the build"), asst("x"), user("go on")},
+				[]string{"X-Claude-Code-Agent-Id", "a3f9"}, "sub-agent reply"),
+			Entry("an exact agent id wins over the generic sub-agent route (routes go in order)",
+				[]any{user("explore")}, []string{"x-claude-code-agent-id", "agent-explore"}, "explore reply"),
+			Entry("a title call, by its system prompt (text parts)",
+				[]any{parts("system", "Generate a concise title for this conversation"), user("fix it")}, nil, "A title"),
+			Entry("a compaction call, by its user message",
+				[]any{user("fix it"), asst("main reply"), parts("user", "Your task is to create a detailed summary of the conversation so far")}, nil, "A summary"),
+		)
+
+		It("reports a route to a missing script in the client's error, naming both scripts", func() {
+			Expect(s.SetScript(vllm.Script{Name: "dangling", Turns: []vllm.Turn{{Content: "x"}},
+				Routes: []vllm.Route{{SubAgent: true, Script: "nowhere"}}})).To(Succeed())
+			r := post(s.URL()+"/v1/chat/completions", map[string]any{"messages": []any{user("a")}},
+				"X-Fake-Script", "dangling", "X-Claude-Code-Agent-Id", "a1")
+			Expect(r.status).To(Equal(http.StatusBadRequest))
+			Expect(r.json()["error"].(map[string]any)["message"]).To(HavePrefix(`fake script "nowhere" does not exist (a route of script "dangling" names it); installed scripts: `))
+		})
+
+		DescribeTable("refuses routes that cannot work",
+			func(sc vllm.Script, want string) {
+				Expect(s.SetScript(sc)).To(MatchError(ContainSubstring(want)))
+				b, err := json.Marshal(sc)
+				Expect(err).NotTo(HaveOccurred())
+				r := do(http.MethodPut, s.URL()+"/fake/scripts/"+sc.Name, "application/json", b)
+				Expect(r.status).To(Equal(http.StatusBadRequest))
+				Expect(r.json()["error"].(map[string]any)["message"]).To(Equal(want))
+			},
+			Entry("no condition", vllm.Script{Name: "r", Turns: []vllm.Turn{{}}, Routes: []vllm.Route{{Script: "sub"}}},
+				`script "r" route 0: no condition (set sub_agent, agent_id, system or user)`),
+			Entry("no script", vllm.Script{Name: "r", Turns: []vllm.Turn{{}}, Routes: []vllm.Route{{SubAgent: true}}},
+				`script "r" route 0: no script named`),
+		)
+	})
+
+	Describe("faults on the first N attempts only", func() {
+		BeforeEach(func() {
+			Expect(s.SetScript(vllm.Script{Name: "flaky", Turns: []vllm.Turn{
+				{Content: "first", Fault: vllm.Fault503, FaultTimes: 2},
+				{Content: "second"},
+			}})).To(Succeed())
+		})
+
+		It("fails the first two identical attempts, then succeeds, per prompt", func() {
+			req := map[string]any{"messages": []any{user("a")}}
+			Expect(post(s.URL()+"/v1/chat/completions", req, "X-Fake-Script", "flaky").status).To(Equal(http.StatusServiceUnavailable))
+			// Another prompt at the same turn has its own count.
+			other := map[string]any{"messages": []any{user("b")}}
+			Expect(post(s.URL()+"/v1/chat/completions", other, "X-Fake-Script", "flaky").status).To(Equal(http.StatusServiceUnavailable))
+			Expect(post(s.URL()+"/v1/chat/completions", req, "X-Fake-Script", "flaky").status).To(Equal(http.StatusServiceUnavailable))
+			for range 2 {
+				r := post(s.URL()+"/v1/chat/completions", req, "X-Fake-Script", "flaky")
+				Expect(r.status).To(Equal(http.StatusOK), string(r.body))
+				Expect(firstChoice(r.json())["message"].(map[string]any)["content"]).To(Equal("first"))
+			}
+			Expect(s.Ledger()).To(HaveLen(2), "faulted attempts generate nothing")
+		})
+
+		It("cuts a stream on the first attempt and streams the retry whole", func() {
+			Expect(s.SetScript(vllm.Script{Name: "cut", Turns: []vllm.Turn{
+				{Content: "a reply long enough to be cut in the middle", Fault: vllm.FaultDropMidStream, FaultTimes: 1},
+			}})).To(Succeed())
+			req := map[string]any{"messages": []any{user("a")}, "stream": true}
+			b, err := json.Marshal(req)
+			Expect(err).NotTo(HaveOccurred())
+			first, err := rawPost(s.URL()+"/v1/chat/completions", b, "X-Fake-Script", "cut")
+			Expect(err).To(HaveOccurred(), "the first attempt's body is cut")
+			Expect(first).NotTo(ContainSubstring("[DONE]"))
+			second, err := rawPost(s.URL()+"/v1/chat/completions", b, "X-Fake-Script", "cut")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(second).To(ContainSubstring("data: [DONE]"))
+		})
+
+		It("refuses fault_times without a fault, or below zero", func() {
+			Expect(s.SetScript(vllm.Script{Name: "x", Turns: []vllm.Turn{{FaultTimes: 1}}})).To(MatchError(`script "x" turn 0: fault_times without a fault`))
+			Expect(s.SetScript(vllm.Script{Name: "x", Turns: []vllm.Turn{{Fault: "500", FaultTimes: -1}}})).To(MatchError(`script "x" turn 0: negative fault_times`))
+		})
 	})
 
 	Describe("prompt chaining on the plain template", func() {
@@ -126,6 +251,76 @@ var _ = Describe("scripts", func() {
 	})
 })
 
+var _ = Describe("ledger bounds", func() {
+	It("drops the oldest entries once they hold more than LedgerMaxBytes, keeping the newest", func() {
+		s := startFake(vllm.Options{LedgerMaxBytes: 8 << 10})
+		long := strings.Repeat("word ", 2000) // 2000+ prompt tokens: over 2 KB an entry
+		for i := range 10 {
+			Expect(post(s.URL()+"/v1/chat/completions", userChat(long+itoa(i), map[string]any{"max_tokens": 2})).status).To(Equal(http.StatusOK))
+		}
+		entries, bytes, dropped := s.LedgerStats()
+		Expect(bytes).To(BeNumerically("<=", 8<<10))
+		Expect(entries).To(BeNumerically(">=", 1))
+		Expect(uint64(entries) + dropped).To(Equal(uint64(10)))
+		Expect(dropped).To(BeNumerically(">=", 6))
+		led := s.Ledger()
+		Expect(led).To(HaveLen(entries))
+		Expect(led[len(led)-1].Seq).To(Equal(uint64(10)), "the newest entry is kept")
+
+		r := get(s.URL() + "/fake/ledger")
+		Expect(r.header.Get(vllm.LedgerDroppedHeader)).To(Equal(itoa(int(dropped))))
+	})
+
+	It("keeps the newest entry even when it alone is over the bound", func() {
+		s := startFake(vllm.Options{LedgerMaxBytes: 16})
+		Expect(post(s.URL()+"/v1/chat/completions", userChat("a", map[string]any{"max_tokens": 2})).status).To(Equal(http.StatusOK))
+		Expect(post(s.URL()+"/v1/chat/completions", userChat("b", map[string]any{"max_tokens": 2})).status).To(Equal(http.StatusOK))
+		led := s.Ledger()
+		Expect(led).To(HaveLen(1))
+		Expect(led[0].Seq).To(Equal(uint64(2)))
+	})
+
+	It("stays bounded over a long run of long prompts (memory flat in the number of calls)", func() {
+		s := startFake(vllm.Options{LedgerMaxBytes: 256 << 10})
+		long := strings.Repeat("token ", 2000) // about 4 KB an entry
+		for i := range 300 {
+			Expect(post(s.URL()+"/v1/chat/completions", userChat(long+itoa(i), map[string]any{"max_tokens": 4})).status).To(Equal(http.StatusOK))
+		}
+		entries, bytes, dropped := s.LedgerStats()
+		Expect(bytes).To(BeNumerically("<=", 256<<10))
+		Expect(dropped).To(BeNumerically(">", 200))
+		Expect(uint64(entries) + dropped).To(Equal(uint64(300)))
+	})
+
+	It("serves only newer entries with ?after=SEQ, so a reader that keeps up reads each once", func() {
+		s := startFake(vllm.Options{})
+		for i := range 5 {
+			Expect(post(s.URL()+"/v1/chat/completions", userChat("n"+itoa(i), map[string]any{"max_tokens": 2})).status).To(Equal(http.StatusOK))
+		}
+		var all, newer, none []vllm.LedgerEntry
+		Expect(json.Unmarshal(get(s.URL()+"/fake/ledger").body, &all)).To(Succeed())
+		Expect(all).To(HaveLen(5))
+		Expect(json.Unmarshal(get(s.URL()+"/fake/ledger?after=3").body, &newer)).To(Succeed())
+		Expect(newer).To(HaveLen(2))
+		Expect(newer[0].Seq).To(Equal(uint64(4)))
+		Expect(newer[0].RequestID).To(Equal(all[3].RequestID))
+		r := get(s.URL() + "/fake/ledger?after=99")
+		Expect(string(r.body)).To(Equal("[]"))
+		Expect(json.Unmarshal(r.body, &none)).To(Succeed())
+		es, dropped := s.LedgerAfter(4)
+		Expect(es).To(HaveLen(1))
+		Expect(dropped).To(BeZero())
+		bad := get(s.URL() + "/fake/ledger?after=-1")
+		Expect(bad.status).To(Equal(http.StatusBadRequest))
+		Expect(string(bad.body)).To(ContainSubstring(`after=\"-1\": want a ledger seq`))
+	})
+
+	It("refuses a negative entry limit", func() {
+		_, err := vllm.New(vllm.Options{LedgerLimit: -1})
+		Expect(err).To(MatchError(ContainSubstring("ledger limit must not be negative")))
+	})
+})
+
 var _ = Describe("ledger limit", func() {
 	It("keeps only the newest entries", func() {
 		s := startFake(vllm.Options{LedgerLimit: 3})
@@ -139,3 +334,34 @@ var _ = Describe("ledger limit", func() {
 		Expect([]string{led[0].RequestID, led[1].RequestID, led[2].RequestID}).To(Equal(ids[5:]))
 	})
 })
+
+var _ = Describe("ledger entries read back", func() {
+	It("bit for bit: ids, log-probs, text and times survive the packed ring", func() {
+		s := startFake(vllm.Options{Seed: 3})
+		r := post(s.URL()+"/v1/chat/completions", userChat("héllo ✓", map[string]any{"max_tokens": 12, "logprobs": true, "return_token_ids": true})).json()
+		led := s.Ledger()
+		Expect(led).To(HaveLen(1))
+		e := led[0]
+		Expect(e.Seq).To(Equal(uint64(1)))
+		Expect(e.RequestID).To(Equal(r["id"]))
+		Expect(e.Model).To(Equal(vllm.DefaultModel))
+		Expect(e.PromptTokenIDs).To(Equal(toInts(r["prompt_token_ids"])))
+		ch := firstChoice(r)
+		Expect(e.GeneratedTokenIDs).To(Equal(toInts(ch["token_ids"])))
+		var lps []float64
+		for _, c := range ch["logprobs"].(map[string]any)["content"].([]any) {
+			lps = append(lps, c.(map[string]any)["logprob"].(float64))
+		}
+		Expect(e.LogProbs).To(Equal(lps))
+		Expect(e.FinishReason).To(Equal(ch["finish_reason"]))
+		Expect(e.Created.Unix()).To(BeNumerically("==", r["created"]))
+	})
+})
+
+var _ = DescribeTable("unscripted filler built as token ids is exactly the tokenizer's encoding of its text",
+	func(variant string) {
+		Expect(vllm.CheckFillerIDs(variant, 3000)).To(Succeed())
+	},
+	Entry("plain template (the fast path)", "plain"),
+	Entry("thinking template (encoded as before)", "thinking"),
+)

@@ -69,6 +69,7 @@ func New(opts Options) (*Server, error) {
 		closing:     make(chan struct{}),
 	}
 	s.ledger.limit = o.LedgerLimit
+	s.ledger.maxBytes = max(o.LedgerMaxBytes, 0)
 	s.minSpecial = 0
 	if id, ok := tok.SpecialID("<|endoftext|>"); ok {
 		s.minSpecial = id // Qwen3's specials are the added tokens from <|endoftext|> on
@@ -156,24 +157,26 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Ledger returns a copy of every generation so far.
-func (s *Server) Ledger() []LedgerEntry { return s.ledger.snapshot() }
+// Ledger returns a copy of the generations the ledger holds, oldest first
+// (all of them unless LedgerLimit or LedgerMaxBytes dropped old ones).
+func (s *Server) Ledger() []LedgerEntry {
+	es, _ := s.ledger.after(0)
+	return es
+}
+
+// LedgerAfter returns the held generations with Seq > seq and how many
+// generations the bounds have dropped so far: a reader that keeps up reads
+// each generation once, and one that fell behind can tell.
+func (s *Server) LedgerAfter(seq uint64) ([]LedgerEntry, uint64) { return s.ledger.after(seq) }
+
+// LedgerStats reports the held entries, their approximate bytes (what
+// LedgerMaxBytes bounds) and the number dropped.
+func (s *Server) LedgerStats() (entries int, bytes int64, dropped uint64) { return s.ledger.stats() }
 
 // SetScript installs (or replaces) a script by name.
 func (s *Server) SetScript(sc Script) error {
-	if sc.Name == "" {
-		return errors.New("script: name is empty")
-	}
-	if len(sc.Turns) == 0 {
-		return fmt.Errorf("script %q: no turns", sc.Name)
-	}
-	for i, t := range sc.Turns {
-		if t.Fault != "" && !knownFaults[t.Fault] {
-			return fmt.Errorf("script %q turn %d: unknown fault %q", sc.Name, i, t.Fault)
-		}
-		if t.Tokens < 0 {
-			return fmt.Errorf("script %q turn %d: negative tokens", sc.Name, i)
-		}
+	if err := sc.validate(); err != nil {
+		return err
 	}
 	s.scripts.put(sc)
 	return nil
@@ -235,12 +238,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/fake/ledger":
 		if s.method(w, r, http.MethodGet) {
-			b, err := json.Marshal(s.Ledger())
-			if err != nil {
-				writeErr(w, err)
-				return
-			}
-			writeJSONBytes(w, http.StatusOK, b)
+			s.handleLedger(w, r)
 		}
 	default:
 		if name, ok := strings.CutPrefix(path, "/fake/scripts/"); ok && name != "" {
@@ -251,8 +249,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// LedgerDroppedHeader carries how many generations the ledger's bounds have
+// dropped so far (GET /fake/ledger).
+const LedgerDroppedHeader = "X-Fake-Ledger-Dropped"
+
+// handleLedger serves GET /fake/ledger[?after=SEQ].
+func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) {
+	var after uint64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeAPIError(w, plainBadRequest(fmt.Sprintf("after=%q: want a ledger seq (a non-negative integer)", v)))
+			return
+		}
+		after = n
+	}
+	es, dropped := s.ledger.after(after)
+	if es == nil {
+		es = []LedgerEntry{}
+	}
+	b, err := json.Marshal(es)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set(LedgerDroppedHeader, strconv.FormatUint(dropped, 10))
+	writeJSONBytes(w, http.StatusOK, b)
+}
+
+// authProtected lists vLLM's key-protected prefixes plus the fake's control
+// routes: the ledger holds every prompt and output, and scripts steer every
+// reply, so with --api-key set they need the key too.
 func authProtected(path string) bool {
-	for _, p := range []string{"/v1", "/v2", "/inference", "/cohere"} {
+	for _, p := range []string{"/v1", "/v2", "/inference", "/cohere", "/fake/"} {
 		if strings.HasPrefix(path, p) {
 			return true
 		}

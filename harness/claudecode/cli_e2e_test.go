@@ -61,12 +61,31 @@ func npmDir() string {
 	return filepath.Join(filepath.Dir(file), "testdata", "npm")
 }
 
-// claudeOrSkip resolves the opt-in CLI or skips the spec with the reason.
+// optIn decides what the CLI specs do with a setting: run with exe, skip
+// (the setting is off: the CLI is opt-in) or fail (the user opted in and the
+// CLI is missing, which must not pass as a skipped run).
+func optIn(setting, dir string) (exe, skip, fail string) {
+	exe, err := claudecode.Executable(setting, dir)
+	switch {
+	case err == nil:
+		return exe, "", ""
+	case errors.Is(err, claudecode.ErrNotEnabled):
+		return "", "the real Claude Code CLI is opt-in: set " + claudecode.SettingEnv +
+			" to a claude executable, or to 1 after `npm install` in testdata/npm (" + err.Error() + ")", ""
+	default:
+		return "", "", claudecode.SettingEnv + " asks for the real Claude Code CLI, but it cannot run: " + err.Error()
+	}
+}
+
+// claudeOrSkip resolves the opt-in CLI, skips the spec when it is off and
+// fails it when it is on but not installed.
 func claudeOrSkip() string {
-	exe, err := claudecode.Executable(os.Getenv(claudecode.SettingEnv), npmDir())
-	if err != nil {
-		Skip("the real Claude Code CLI is opt-in: set " + claudecode.SettingEnv +
-			" to a claude executable, or to 1 after `npm install` in testdata/npm (" + err.Error() + ")")
+	exe, skip, fail := optIn(os.Getenv(claudecode.SettingEnv), npmDir())
+	if fail != "" {
+		Fail(fail)
+	}
+	if skip != "" {
+		Skip(skip)
 	}
 	return exe
 }
@@ -74,8 +93,12 @@ func claudeOrSkip() string {
 // seenCall is one HTTP request the CLI made to the proxy.
 type seenCall struct {
 	Method, Path, Script string
-	Status               int
-	Body                 []byte
+	// AgentID is x-claude-code-agent-id (set on sub-agent calls).
+	AgentID string
+	Status  int
+	Body    []byte
+	// Reply is the body of an error reply.
+	Reply []byte
 }
 
 // callLog records every request that reaches the proxy, in arrival order.
@@ -87,6 +110,8 @@ type callLog struct {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// errBody keeps the body of an error reply (status >= 400).
+	errBody []byte
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -99,6 +124,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+	}
+	if w.status >= 400 && len(w.errBody) < 64<<10 {
+		w.errBody = append(w.errBody, b...)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -120,7 +148,8 @@ func (l *callLog) wrap(h http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
 		l.mu.Lock()
-		l.calls = append(l.calls, seenCall{Method: r.Method, Path: r.URL.RequestURI(), Script: r.Header.Get("X-Fake-Script"), Status: sw.status, Body: body})
+		l.calls = append(l.calls, seenCall{Method: r.Method, Path: r.URL.RequestURI(), Script: r.Header.Get("X-Fake-Script"),
+			AgentID: r.Header.Get(vllm.AgentIDHeader), Status: sw.status, Body: body, Reply: sw.errBody})
 		l.mu.Unlock()
 	})
 }
@@ -167,6 +196,8 @@ type rig struct {
 	url      string
 	log      *callLog
 	upstream *upstreamLog
+	// dir is the working directory the CLI's tools act in.
+	dir string
 }
 
 func startRig() *rig {
@@ -193,16 +224,29 @@ func startRig() *rig {
 	l := &callLog{}
 	srv := httptest.NewServer(l.wrap(p.Handler()))
 	DeferCleanup(srv.Close)
-	return &rig{fake: fake, store: fs, url: srv.URL, log: l, upstream: up}
+	return &rig{fake: fake, store: fs, url: srv.URL, log: l, upstream: up, dir: GinkgoT().TempDir()}
 }
 
-// runCLI runs claude headless for one rollout and returns its JSON result.
+// runCLI runs claude headless for one rollout and returns its JSON result;
+// the CLI must exit 0.
 func (r *rig) runCLI(ctx context.Context, exe, rollout, script, prompt string, args ...string) *claudecode.Result {
+	res, err := r.runCLIExit(ctx, exe, rollout, script, prompt, args...)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		Fail("claude exited " + exit.String() + ": " + err.Error())
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return res
+}
+
+// runCLIExit runs claude headless and returns its JSON result and how it
+// exited (an *exec.ExitError for a non-zero status).
+func (r *rig) runCLIExit(ctx context.Context, exe, rollout, script, prompt string, args ...string) (*claudecode.Result, error) {
 	cfg := claudecode.Config{
 		Executable: exe,
 		BaseURL:    r.url + "/ng-rollout/" + rollout + capturePath,
 		Home:       GinkgoT().TempDir(),
-		Dir:        GinkgoT().TempDir(),
+		Dir:        r.dir,
 		Headers:    map[string]string{"X-Fake-Script": script},
 	}
 	runCtx, cancel := context.WithTimeout(ctx, 50*time.Second)
@@ -210,22 +254,20 @@ func (r *rig) runCLI(ctx context.Context, exe, rollout, script, prompt string, a
 	cmd := cfg.Command(runCtx, prompt, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
+	stdout, runErr := cmd.Output()
 	GinkgoWriter.Printf("claude stdout:\n%s\nclaude stderr:\n%s\n", stdout, stderr.String())
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		Fail("claude exited " + exit.String() + ": " + string(stdout) + stderr.String())
-	}
-	Expect(err).NotTo(HaveOccurred())
-	res, err := claudecode.ParseResult(stdout)
-	Expect(err).NotTo(HaveOccurred(), string(stdout))
 	for _, c := range r.log.snapshot() {
-		GinkgoWriter.Printf("call seen by the proxy: %s %s script=%q status=%d body=%d bytes\n", c.Method, c.Path, c.Script, c.Status, len(c.Body))
+		GinkgoWriter.Printf("call seen by the proxy: %s %s script=%q agent=%q status=%d body=%d bytes\n", c.Method, c.Path, c.Script, c.AgentID, c.Status, len(c.Body))
 	}
 	for i, b := range r.upstream.snapshot() {
 		GinkgoWriter.Printf("engine request %d: %s\n", i+1, chatShape(b))
 	}
-	return res
+	res, err := claudecode.ParseResult(stdout)
+	Expect(err).NotTo(HaveOccurred(), "stdout %s; stderr %s; exit %v", stdout, stderr.String(), runErr)
+	if runErr != nil {
+		runErr = fmt.Errorf("%w: %s%s", runErr, stdout, stderr.String())
+	}
+	return res, runErr
 }
 
 // ledger converts the fake's ledger to the harness's ground-truth type.
@@ -242,6 +284,16 @@ func (r *rig) ledger() []env.LedgerEntry {
 // for bit and runs delivery on a record built the way the harness builds
 // one (rollout id, the CLI's final text as the response).
 func (r *rig) finalize(ctx context.Context, rollout string, res *claudecode.Result) (*store.Snapshot, consumer.Rollout, *consumer.Result) {
+	GinkgoHelper()
+	snap, rec, final := r.finalizeAny(ctx, rollout, res)
+	Expect(final.Metrics.TerminalAttribution.Chain).To(Equal(consumer.ChainDelivered))
+	return snap, rec, final
+}
+
+// finalizeAny is finalize without the demand that the attributed chain was
+// delivered (for rollouts that must come out masked).
+func (r *rig) finalizeAny(ctx context.Context, rollout string, res *claudecode.Result) (*store.Snapshot, consumer.Rollout, *consumer.Result) {
+	GinkgoHelper()
 	snap, err := r.store.Freeze(ctx, rollout)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(snap.Incomplete).To(BeFalse(), "the rollout was marked incomplete")
@@ -260,7 +312,6 @@ func (r *rig) finalize(ctx context.Context, rollout string, res *claudecode.Resu
 	final := consumer.Finalize(ctx, rec, r.store, consumer.DefaultOptions())
 	Expect(final).NotTo(BeNil())
 	Expect(final.Metrics.TerminalAttribution).NotTo(BeNil())
-	Expect(final.Metrics.TerminalAttribution.Chain).To(Equal(consumer.ChainDelivered))
 	metrics, err := json.Marshal(final.Metrics)
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("consumer: mask=%v error=%q _ng_token_capture=%s\n", final.MaskSample, final.Error, metrics)

@@ -46,15 +46,27 @@ func DockerUsable(ctx context.Context) (ok bool, why string) {
 	}
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return false, err.Error()
+		return false, DockerReason(err.Error())
 	}
 	defer p.Close()
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.Health(hctx); err != nil {
-		return false, err.Error()
+		return false, DockerReason(err.Error())
 	}
 	return true, ""
+}
+
+// DockerReason says in plain words that the Docker daemon is not running
+// when that is why the engine did not answer; other causes pass unchanged.
+func DockerReason(why string) string {
+	low := strings.ToLower(why)
+	for _, s := range []string{"cannot connect to the docker daemon", "connection refused", "docker.sock: connect: no such file", "rootless docker not found"} {
+		if strings.Contains(low, s) {
+			return "the Docker daemon is not running (start it: `sudo systemctl start docker`, or `dockerd`): " + why
+		}
+	}
+	return why
 }
 
 // containerPort is where fake and proxy listen inside their containers.

@@ -60,6 +60,9 @@ var (
 
 // LedgerEntry is one generation the fake vLLM performed (its ground truth).
 type LedgerEntry struct {
+	// Seq numbers the fake's generations from 1; a ledger whose oldest Seq
+	// is above 1 has dropped older ones (its bounds).
+	Seq               uint64    `json:"seq,omitempty"`
 	RequestID         string    `json:"request_id"`
 	Model             string    `json:"model"`
 	PromptTokenIDs    []int     `json:"prompt_token_ids"`

@@ -58,7 +58,7 @@ func (l *local) Ledger(ctx context.Context) ([]LedgerEntry, error) {
 		src := l.fake.Ledger()
 		out := make([]LedgerEntry, len(src))
 		for i, e := range src {
-			out[i] = LedgerEntry{RequestID: e.RequestID, Model: e.Model, PromptTokenIDs: e.PromptTokenIDs,
+			out[i] = LedgerEntry{Seq: e.Seq, RequestID: e.RequestID, Model: e.Model, PromptTokenIDs: e.PromptTokenIDs,
 				GeneratedTokenIDs: e.GeneratedTokenIDs, LogProbs: e.LogProbs, FinishReason: e.FinishReason, Text: e.Text}
 		}
 		return out, nil

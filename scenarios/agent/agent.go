@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -144,6 +145,11 @@ type Retry struct {
 	// "503" or "500": the first attempt fails upstream and leaves a dangling
 	// intent). Empty: both attempts succeed and the agent keeps the second.
 	Fault string
+	// Cut makes the agent cut the first attempt's stream just before its
+	// end (after Messages' message_delta or Chat's finish_reason chunk) and
+	// resend: the server generated and served the whole reply, the client
+	// never saw it end. Needs a streaming plan.
+	Cut bool
 }
 
 // Compaction replaces the main conversation's history after a turn, as
@@ -228,6 +234,12 @@ type Plan struct {
 	Attribution Attribution
 	// EchoReasoning sends earlier reasoning back in assistant turns.
 	EchoReasoning bool
+	// EchoInputDefaults maps a tool name to raw JSON members (`"k":v,...`)
+	// the agent merges into that tool's arguments when it echoes the call
+	// back, as JavaScript's {...defaults, ...input}: the Claude Code CLI
+	// echoes an Edit as {"replace_all":false, ...the model's input}. The
+	// record's transcript keeps the model's arguments.
+	EchoInputDefaults map[string]string
 	// Reward is copied onto the record.
 	Reward float64
 	// ExplicitCallID is written as `_ng_terminal_model_call_id`: the agent
@@ -288,6 +300,17 @@ func (p Plan) validate() error {
 	if p.InlineSystem != nil && p.InlineSystem.Text == "" {
 		return fmt.Errorf("%w: InlineSystem.Text is empty", ErrInvalidPlan)
 	}
+	for _, rt := range p.Retries {
+		if rt.Cut && rt.Fault != "" {
+			return fmt.Errorf("%w: Retry of turn %d sets both Cut and Fault (a faulted attempt has no stream to cut)", ErrInvalidPlan, rt.Turn)
+		}
+	}
+	for tool, m := range p.EchoInputDefaults {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal([]byte("{"+m+"}"), &probe) != nil || len(probe) == 0 {
+			return fmt.Errorf("%w: EchoInputDefaults[%q] = %q is not a list of JSON object members", ErrInvalidPlan, tool, m)
+		}
+	}
 	if p.Compaction != nil && p.Compaction.Summary == "" {
 		return fmt.Errorf("%w: Compaction.Summary is empty", ErrInvalidPlan)
 	}
@@ -303,6 +326,7 @@ type Call struct {
 	Status       int           `json:"status"`
 	ServedID     string        `json:"served_id,omitempty"`
 	Fault        string        `json:"fault,omitempty"`
+	Cut          bool          `json:"cut,omitempty"`
 	Error        string        `json:"error,omitempty"`
 	Duration     time.Duration `json:"duration_ns"`
 }
@@ -331,6 +355,11 @@ func Run(ctx context.Context, k Kind, t Target, p Plan) (*Result, error) {
 	}
 	if p.NativeTokens && k == ClaudeCode {
 		return nil, fmt.Errorf("%w: NativeTokens needs a Chat Completions agent, not %s", ErrInvalidPlan, k)
+	}
+	for _, rt := range p.Retries {
+		if rt.Cut && k != ClaudeCode && !p.Stream {
+			return nil, fmt.Errorf("%w: Retry of turn %d cuts a stream, but the plan does not stream", ErrInvalidPlan, rt.Turn)
+		}
 	}
 	if p.InlineSystem != nil && k != ClaudeCode {
 		return nil, fmt.Errorf("%w: InlineSystem needs the Claude Code agent, not %s", ErrInvalidPlan, k)

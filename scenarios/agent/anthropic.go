@@ -213,9 +213,9 @@ func (anthropicDialect) defaultTools() []Tool { return claudeCodeTools() }
 func (anthropicDialect) read(resp *http.Response, stream bool) (*reply, error) {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		var m struct {
-			ID      string           `json:"id"`
-			Content []map[string]any `json:"content"`
-			Stop    string           `json:"stop_reason"`
+			ID      string                       `json:"id"`
+			Content []map[string]json.RawMessage `json:"content"`
+			Stop    string                       `json:"stop_reason"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 			return nil, fmt.Errorf("decode message: %w", err)
@@ -319,21 +319,22 @@ func (anthropicDialect) read(resp *http.Response, stream bool) (*reply, error) {
 	return rep, nil
 }
 
-func addAnthropicBlock(rep *reply, b map[string]any) {
-	switch b["type"] {
+func addAnthropicBlock(rep *reply, b map[string]json.RawMessage) {
+	str := func(k string) string {
+		var v string
+		_ = json.Unmarshal(b[k], &v)
+		return v
+	}
+	switch str("type") {
 	case "text":
-		s, _ := b["text"].(string)
-		rep.Text += s
+		rep.Text += str("text")
 	case "thinking":
-		s, _ := b["thinking"].(string)
-		rep.Reasoning += s
+		rep.Reasoning += str("thinking")
 	case "tool_use":
-		id, _ := b["id"].(string)
-		name, _ := b["name"].(string)
-		args, err := encodeJSON(b["input"])
-		if err != nil {
-			args = []byte("{}")
+		args := "{}"
+		if len(b["input"]) > 0 {
+			args = compactJSON(string(b["input"])) // the server's key order
 		}
-		rep.ToolCalls = append(rep.ToolCalls, toolCall{ID: id, Name: name, Arguments: string(args)})
+		rep.ToolCalls = append(rep.ToolCalls, toolCall{ID: str("id"), Name: str("name"), Arguments: args})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -195,7 +196,7 @@ func (r *runner) converse(ctx context.Context, s *convState, isMain bool, tr *tr
 		if err != nil {
 			return "", err
 		}
-		s.messages = append(s.messages, r.d.assistant(rep, r.plan.EchoReasoning))
+		s.messages = append(s.messages, r.d.assistant(r.echoed(rep), r.plan.EchoReasoning))
 		if tr != nil {
 			tr.addReply(rep)
 		}
@@ -298,21 +299,21 @@ func (r *runner) turn(ctx context.Context, s *convState, turn int, isMain bool) 
 			}
 			// The first attempt's reply (if any) is abandoned, as a harness
 			// does when it times out and resends the identical body.
-			_, _ = r.send(ctx, s, turn, 1, body, rt.Fault)
-			return r.send(ctx, s, turn, 2, body, "")
+			_, _ = r.send(ctx, s, turn, 1, body, rt.Fault, rt.Cut)
+			return r.send(ctx, s, turn, 2, body, "", false)
 		}
 		if f, ok := r.plan.Faults[turn]; ok {
-			return r.send(ctx, s, turn, 1, body, f)
+			return r.send(ctx, s, turn, 1, body, f, false)
 		}
 	}
-	return r.send(ctx, s, turn, 1, body, "")
+	return r.send(ctx, s, turn, 1, body, "", false)
 }
 
-func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body []byte, fault string) (*reply, error) {
+func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body []byte, fault string, cut bool) (*reply, error) {
 	u := r.d.url(strings.TrimRight(r.target.BaseURL, "/"), r.target.CaptureKey())
-	call := Call{Conversation: s.name, Turn: turn, Attempt: attempt, URL: u, Fault: fault}
+	call := Call{Conversation: s.name, Turn: turn, Attempt: attempt, URL: u, Fault: fault, Cut: cut}
 	start := time.Now()
-	rep, status, err := r.do(ctx, s, u, body, fault)
+	rep, status, err := r.do(ctx, s, u, body, fault, cut)
 	call.Duration = time.Since(start)
 	call.Status = status
 	if rep != nil {
@@ -325,7 +326,7 @@ func (r *runner) send(ctx context.Context, s *convState, turn, attempt int, body
 	return rep, err
 }
 
-func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fault string) (*reply, int, error) {
+func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fault string, cut bool) (*reply, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrModelCall, err)
@@ -354,6 +355,9 @@ func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fa
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, resp.StatusCode, &CallError{Status: resp.StatusCode, Body: errorMessage(b)}
 	}
+	if cut {
+		return nil, resp.StatusCode, cutStream(resp.Body)
+	}
 	rep, err := r.d.read(resp, r.d.stream(&r.plan))
 	if err != nil {
 		var ce *CallError
@@ -367,6 +371,27 @@ func (r *runner) do(ctx context.Context, s *convState, u string, body []byte, fa
 			Body: "native token capture: the reply carries no log-probs to read token ids from"}
 	}
 	return rep, resp.StatusCode, nil
+}
+
+// ErrStreamCut is the error of an attempt whose stream the agent cut.
+var ErrStreamCut = errors.New("stream cut before its end")
+
+// cutStream reads a streamed reply up to its last event but one (Messages'
+// message_delta, Chat's finish_reason chunk) and drops the connection, as a
+// client does when the network breaks or its stream watchdog fires: by then
+// the server has generated the whole reply, but the client never sees the
+// stream end and retries.
+func cutStream(body io.ReadCloser) error {
+	err := readSSE(body, func(ev sseEvent) (bool, error) {
+		last := ev.Event == "message_delta" || strings.Contains(ev.Data, `"finish_reason":"`)
+		return !last, nil
+	})
+	// Closing an unfinished body closes the connection (no keep-alive reuse).
+	_ = body.Close()
+	if err != nil {
+		return &CallError{Body: fmt.Sprintf("%v: %v", ErrStreamCut, err)}
+	}
+	return &CallError{Body: ErrStreamCut.Error()}
 }
 
 func (tr *transcript) addReply(rep *reply) {
@@ -533,4 +558,91 @@ func compactJSON(s string) string {
 		return s
 	}
 	return buf.String()
+}
+
+// withDefaults merges default members (`"k":v,...`) into a JSON object
+// text the way JavaScript's {...defaults, ...input} does, as the Claude Code
+// CLI does when it echoes an Edit back: the defaults' keys come first (with
+// the input's value where it has one), then the input's other keys in order.
+func withDefaults(input, defaults string) string {
+	dk, dv, err1 := objectMembers("{" + defaults + "}")
+	ik, iv, err2 := objectMembers(input)
+	if err1 != nil || err2 != nil {
+		return input
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	n := 0
+	write := func(k string, v json.RawMessage) {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		key, _ := encodeJSON(k)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	for i, k := range dk {
+		v := dv[i]
+		if j := slices.Index(ik, k); j >= 0 {
+			v = iv[j]
+		}
+		write(k, v)
+	}
+	for i, k := range ik {
+		if !slices.Contains(dk, k) {
+			write(k, iv[i])
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// objectMembers splits a JSON object text into its keys and compact values,
+// in order.
+func objectMembers(object string) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(strings.NewReader(object))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("not a JSON object: %q", object)
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		k, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, err
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, raw); err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, k), append(vals, c.Bytes())
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, err
+	}
+	return keys, vals, nil
+}
+
+// echoed is the reply as the agent writes it back into its history: the
+// tool calls of Plan.EchoInputDefaults' tools get the defaults merged in.
+func (r *runner) echoed(rep *reply) *reply {
+	if len(r.plan.EchoInputDefaults) == 0 {
+		return rep
+	}
+	cp := *rep
+	cp.ToolCalls = make([]toolCall, len(rep.ToolCalls))
+	for i, tc := range rep.ToolCalls {
+		if d, ok := r.plan.EchoInputDefaults[tc.Name]; ok {
+			tc.Arguments = withDefaults(tc.Arguments, d)
+		}
+		cp.ToolCalls[i] = tc
+	}
+	return &cp
 }

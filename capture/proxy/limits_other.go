@@ -1,0 +1,6 @@
+//go:build !unix
+
+package proxy
+
+// openFileLimit is unknown off unix.
+func openFileLimit() uint64 { return 0 }

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/capbench/capbench/capture/record"
+)
+
+// ErrReadOnly is returned by the write side of a ReadOnlyStore.
+var ErrReadOnly = errors.New("store opened read-only")
+
+// ErrNoSuchRollout reports a rollout id with no file in the directory.
+var ErrNoSuchRollout = errors.New("no such rollout in the capture directory")
+
+// ReadOnlyStore reads a file-store directory (Go's or NeMo Gym's) without
+// changing anything in it: no directory is created, no lock file, no state
+// file, no freeze, no repair of a torn tail. Inspection tools use it so that
+// looking at a live capture directory never disturbs the harness writing it
+// (see docs/store.md, "Reading without changing anything").
+//
+// A read takes the rollout's flock shared when its lock file exists, so it
+// never sees a half-done freeze or drop; writers create the lock file before
+// their first write, so when it is absent there is nothing to wait for and
+// an unterminated last line (a write still in flight) is skipped.
+type ReadOnlyStore struct {
+	dir string
+}
+
+// OpenReadOnly opens an existing store directory for reading. A missing
+// path or one that is not a directory is an error.
+func OpenReadOnly(dir string) (*ReadOnlyStore, error) {
+	if dir == "" {
+		return nil, errors.New("store: directory must not be empty")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: capture directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("store: %s is not a directory", dir)
+	}
+	return &ReadOnlyStore{dir: dir}, nil
+}
+
+// Dir is the store directory.
+func (s *ReadOnlyStore) Dir() string { return s.dir }
+
+func (s *ReadOnlyStore) file(id, suffix string) string { return filepath.Join(s.dir, id+suffix) }
+
+// Rollouts lists the rollout ids that have records, a state, intents or an
+// incomplete marker in the directory, sorted.
+func (s *ReadOnlyStore) Rollouts(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: list directory: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, de := range entries {
+		for _, suf := range []string{suffixJSONL, suffixState, suffixIntents, suffixIncomplete} {
+			id, ok := strings.CutSuffix(de.Name(), suf)
+			if ok && ValidateRolloutID(id) == nil && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// View is what a read-only look at one rollout found.
+type View struct {
+	// State is the state file as stored (the empty state when absent).
+	State State
+	// Snapshot holds the committed entries and whether the capture is
+	// incomplete, as a freeze would report them; its SnapshotID is the
+	// stored one ("" when the rollout was never frozen).
+	Snapshot *Snapshot
+}
+
+// Look reads one rollout under a shared lock. An id without any file is
+// ErrNoSuchRollout; a retired rollout returns its state and a nil snapshot.
+func (s *ReadOnlyStore) Look(ctx context.Context, rolloutID string) (*View, error) {
+	if err := ValidateRolloutID(rolloutID); err != nil {
+		return nil, err
+	}
+	if err := s.exists(rolloutID); err != nil {
+		return nil, err
+	}
+	unlock, err := s.sharedLock(ctx, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st := newState()
+	if data, err := os.ReadFile(s.file(rolloutID, suffixState)); err == nil {
+		if st, err = ParseState(data); err != nil {
+			return nil, fmt.Errorf("store: state of %s: %w", rolloutID, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("store: read state of %s: %w", rolloutID, err)
+	}
+	v := &View{State: st}
+	if st.Retired {
+		return v, nil
+	}
+	entries, recovered, err := s.readEntries(rolloutID, st)
+	if err != nil {
+		return nil, err
+	}
+	open, err := s.openIntents(rolloutID, entries)
+	if err != nil {
+		return nil, err
+	}
+	version := st.Version
+	if !st.Legacy {
+		version += recovered
+	}
+	v.Snapshot = &Snapshot{
+		RolloutID:  rolloutID,
+		Entries:    entries,
+		Incomplete: st.Incomplete || open > 0,
+		SnapshotID: st.SnapshotID,
+		Version:    version,
+	}
+	return v, nil
+}
+
+func (s *ReadOnlyStore) exists(id string) error {
+	for _, suf := range []string{suffixJSONL, suffixState, suffixIntents, suffixIncomplete} {
+		if _, err := os.Stat(s.file(id, suf)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q in %s", ErrNoSuchRollout, id, s.dir)
+}
+
+// sharedLock takes the rollout's flock shared when its lock file exists,
+// opening it read-only so nothing is created.
+func (s *ReadOnlyStore) sharedLock(ctx context.Context, id string) (func(), error) {
+	f, err := os.Open(s.file(id, suffixLock))
+	if errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open lock of %s: %w", id, err)
+	}
+	if err := flockWait(ctx, f, unix.LOCK_SH); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
+// readEntries parses the JSONL as a freeze reads it (entries may share token
+// memory, so treat them as read-only), skipping an unterminated torn last
+// line (never acknowledged), and reports a call id stored twice with different
+// payloads as Gym's store does. recovered counts lines past the state's
+// indexed size (what a freeze would add to the version).
+func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, error) {
+	data, err := os.ReadFile(s.file(id, suffixJSONL))
+	if errors.Is(err, os.ErrNotExist) {
+		return []*record.Entry{}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: read %s: %w", id, err)
+	}
+	var parser record.LineParser
+	entries := []*record.Entry{}
+	digests := map[string]string{}
+	recovered := 0
+	for pos, rest := int64(0), data; len(rest) > 0; {
+		line, next, _ := bytes.Cut(rest, []byte{'\n'})
+		start := pos
+		pos += int64(len(line)) + 1
+		last := len(next) == 0 && len(line) == len(rest)
+		rest = next
+		payload := bytes.TrimSpace(line)
+		if len(payload) == 0 {
+			continue
+		}
+		e, err := parser.Parse(payload)
+		if err != nil {
+			if last && !json.Valid(payload) {
+				break
+			}
+			return nil, 0, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
+		}
+		digest := record.EntryDigest(payload)
+		if prev, ok := digests[e.ModelCallID]; ok && prev != digest {
+			return nil, 0, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
+		}
+		entries = append(entries, e)
+		digests[e.ModelCallID] = digest
+		if start >= st.IndexedSize {
+			recovered++
+		}
+	}
+	return entries, recovered, nil
+}
+
+// openIntents counts intents with neither an entry nor a cancel line.
+func (s *ReadOnlyStore) openIntents(id string, entries []*record.Entry) (int, error) {
+	data, err := os.ReadFile(s.file(id, suffixIntents))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read intents of %s: %w", id, err)
+	}
+	open, cancelled := map[string]bool{}, map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.Trim(l, " \t\r\v\f")
+		switch {
+		case l == "":
+		case strings.HasPrefix(l, "-"):
+			cancelled[l[1:]] = true
+		default:
+			open[l] = true
+		}
+	}
+	for _, e := range entries {
+		delete(open, e.ModelCallID)
+	}
+	n := 0
+	for c := range open {
+		if !cancelled[c] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Freeze returns what a freeze would return, without freezing: the
+// consumer's build code runs unchanged on a read-only store. A retired
+// rollout is ErrRetired.
+func (s *ReadOnlyStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, error) {
+	v, err := s.Look(ctx, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	if v.Snapshot == nil {
+		return nil, fmt.Errorf("store: rollout %s: %w", rolloutID, ErrRetired)
+	}
+	return v.Snapshot, nil
+}
+
+// Drop never retires anything.
+func (s *ReadOnlyStore) Drop(context.Context, string, string, int) (bool, error) {
+	return false, ErrReadOnly
+}
+
+// Close releases nothing; a ReadOnlyStore holds no resources between calls.
+func (s *ReadOnlyStore) Close() error { return nil }
+
+var _ Source = (*ReadOnlyStore)(nil)

@@ -1,0 +1,4 @@
+package agent
+
+// WithDefaults exposes the CLI-style default merge to the specs.
+var WithDefaults = withDefaults
