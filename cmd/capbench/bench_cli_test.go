@@ -74,7 +74,7 @@ var _ = Describe("capbench bench, report and compare", func() {
 		out := GinkgoT().TempDir()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // long enough for the stack to start on a loaded machine
 		defer cancel()
-		stdout, err := capbench(cctx, "bench", "--duration", "1m", "--concurrency", "2", "--progress", "off", "--out", out)
+		stdout, err := capbench(cctx, "bench", "--duration", "1m", "--requests", "0", "--concurrency", "2", "--progress", "off", "--out", out)
 		Expect(err).To(MatchError(ContainSubstring("interrupted")))
 		Expect(stdout).To(ContainSubstring("INTERRUPTED"))
 		raw, err := os.ReadFile(filepath.Join(out, "result.json"))
