@@ -43,7 +43,8 @@ type rolloutLineage struct {
 	mu       sync.Mutex
 	index    *lineage.Index
 	indexed  map[string]struct{}
-	lastUsed atomic.Int64 // unix nanoseconds of the latest call
+	follow   *store.Follower // with a store.TailReader; nil until first read
+	lastUsed atomic.Int64    // unix nanoseconds of the latest call
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
@@ -213,6 +214,10 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	}
 	var entries []*record.Entry
 	read := mayContinue(cc.items)
+	if tr, ok := p.opts.Store.(store.TailReader); ok && read {
+		p.resolveFollowing(ctx, cc, rl, tr)
+		return
+	}
 	if read {
 		start := time.Now()
 		var err error
@@ -242,6 +247,43 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	}
 	cc.decision = rl.index.Resolve(cc.items, cumulativeFrom(entries))
 	rl.mu.Unlock()
+	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
+}
+
+// resolveFollowing is resolveParent over a store that reads incrementally:
+// each call reads only the lines appended since the rollout's last call, and
+// a candidate parent's tokens from that parent's own line, so no call costs
+// more for the calls before it.
+func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLineage, tr store.TailReader) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	first := rl.follow == nil
+	if first {
+		rl.follow = store.NewFollower(tr, cc.rt.RolloutID)
+	}
+	start := time.Now()
+	added, reset, err := rl.follow.Refresh(ctx)
+	p.metrics.storeLatency.WithLabelValues("read").Observe(time.Since(start).Seconds())
+	if err != nil {
+		rl.follow = nil
+		cc.decision = lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}
+		cc.log.Warn("reading the rollout for parent resolution failed", "err", err)
+		return
+	}
+	if reset || (first && rl.indexesGone(added)) {
+		// The records file is not the one indexed (the rollout was deleted
+		// and its id reused): stale nodes would resolve to calls that no
+		// longer exist, so the index is rebuilt from the store.
+		rl.index, rl.indexed = lineage.NewIndex(), map[string]struct{}{}
+	}
+	for _, e := range added {
+		if err := rl.add(e); err != nil {
+			cc.log.Warn("indexing a stored entry failed", "entry_call_id", e.ModelCallID, "err", err)
+		}
+	}
+	cc.decision = rl.index.Resolve(cc.items, func(callID string) ([]int, error) {
+		return rl.follow.Cumulative(ctx, callID)
+	})
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/store"
 )
 
 // newProxyCmd is `capbench proxy --upstream URL --capture-dir DIR`: the
@@ -27,6 +28,7 @@ func newProxyCmd() *cobra.Command {
 		overrides  []string
 		logLevel   string
 		logFormat  string
+		openRolls  int
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --upstream URL [--capture-dir DIR]",
@@ -54,7 +56,13 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 			if o.SamplingOverrides, err = parseSamplingOverrides(overrides); err != nil {
 				return err
 			}
-			if cs, err := openStore(cmd.Context(), captureDir, storeURL); err != nil {
+			if openRolls < 0 {
+				return fmt.Errorf("--max-open-rollouts %d: must not be negative (0: a twelfth of the descriptor limit)", openRolls)
+			}
+			if openRolls == 0 {
+				openRolls = proxy.DefaultOpenRollouts()
+			}
+			if cs, err := openStore(cmd.Context(), captureDir, storeURL, store.WithMaxIdleRollouts(openRolls)); err != nil {
 				return err
 			} else if cs != nil {
 				defer cs.Close()
@@ -78,6 +86,7 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f := cmd.Flags()
 	f.StringVar(&o.Upstream, "upstream", "", "vLLM base URL, without /v1 (required)")
 	f.StringVar(&captureDir, "capture-dir", "", "directory of the file store that receives token records; empty disables capture")
+	f.IntVar(&openRolls, "max-open-rollouts", 0, "idle rollouts the file store keeps descriptors for, three each (0: a twelfth of the descriptor limit, at most 256)")
 	addStoreFlag(f, &storeURL)
 	f.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
 	f.IntVar(&o.Port, "port", 0, "listen port (0 picks a free one)")
