@@ -1,5 +1,7 @@
 package bench
 
+import "time"
+
 // Overhead is capture's cost measured as paired ratios: every job of a
 // paired run went direct and through the proxy, in alternating order, so
 // each ratio compares one request with itself under the same load.
@@ -12,9 +14,11 @@ type Overhead struct {
 	// AddedE2ELMS is the median per-pair difference, proxy − direct.
 	AddedE2ELMS Interval `json:"added_e2el_ms"`
 	AddedTTFTMS Interval `json:"added_ttft_ms"`
-	// BufferedTTFT is the share of proxied calls whose first chunk came in
-	// the last 10% of the call: a proxy that buffers the whole reply has a
-	// TTFT equal to its E2EL.
+	// BufferedTTFT is the share of proxied calls whose first chunk came
+	// later than the direct call's by at least half the time the direct call
+	// spent generating: a proxy that buffers the whole reply has a TTFT
+	// equal to its E2EL, one that streams adds a small constant. Pairs whose direct generation took under a millisecond (a
+	// zero-latency fake) say nothing either way and are not counted.
 	BufferedTTFT float64 `json:"buffered_ttft_share"`
 }
 
@@ -48,7 +52,7 @@ func PairedOverhead(samples []Sample) []Overhead {
 	var out []Overhead
 	for _, st := range stages {
 		var e2e, ttft, addE, addT []float64
-		buffered, withTTFT := 0, 0
+		buffered, judged, withTTFT := 0, 0, 0
 		for _, pr := range byStage[st] {
 			if pr.d == nil || pr.p == nil || pr.d.E2ELNS() <= 0 {
 				continue
@@ -59,8 +63,11 @@ func PairedOverhead(samples []Sample) []Overhead {
 				ttft = append(ttft, float64(pr.p.TTFTNS())/float64(pr.d.TTFTNS()))
 				addT = append(addT, float64(pr.p.TTFTNS()-pr.d.TTFTNS())/1e6)
 				withTTFT++
-				if float64(pr.p.TTFTNS()) >= 0.9*float64(pr.p.E2ELNS()) && pr.p.OutputTokens > 2 {
-					buffered++
+				if gen := pr.d.E2ELNS() - pr.d.TTFTNS(); gen >= int64(time.Millisecond) && pr.p.OutputTokens > 2 {
+					judged++
+					if pr.p.TTFTNS()-pr.d.TTFTNS() >= gen/2 {
+						buffered++
+					}
 				}
 			}
 		}
@@ -72,7 +79,9 @@ func PairedOverhead(samples []Sample) []Overhead {
 		if withTTFT > 0 {
 			o.TTFTRatio = BootstrapMedianCI(ttft, uint64(st)+2)
 			o.AddedTTFTMS = BootstrapMedianCI(addT, uint64(st)+3)
-			o.BufferedTTFT = float64(buffered) / float64(withTTFT)
+			if judged > 0 {
+				o.BufferedTTFT = float64(buffered) / float64(judged)
+			}
 		}
 		out = append(out, o)
 	}

@@ -70,15 +70,18 @@ type Config struct {
 	Replay   *ReplaySpec  `json:"replay,omitempty"`
 	// Paths limits an embedded run to some paths (empty: direct and proxy,
 	// paired).
-	Paths    []Path   `json:"paths,omitempty"`
-	Stages   []Shape  `json:"stages"`
-	Requests int      `json:"requests,omitempty"`
-	Duration float64  `json:"duration_s,omitempty"`
-	Windows  Windows  `json:"windows"`
-	Rounds   int      `json:"rounds,omitempty"`
-	SLO      SLO      `json:"slo"`
-	Seed     uint64   `json:"seed"`
-	GPU      *GPUSpec `json:"gpu,omitempty"`
+	Paths []Path `json:"paths,omitempty"`
+	// BufferedStreams runs the embedded proxy with NeMo Gym's buffered
+	// streams instead of streaming pass-through.
+	BufferedStreams bool     `json:"buffered_streams,omitempty"`
+	Stages          []Shape  `json:"stages"`
+	Requests        int      `json:"requests,omitempty"`
+	Duration        float64  `json:"duration_s,omitempty"`
+	Windows         Windows  `json:"windows"`
+	Rounds          int      `json:"rounds,omitempty"`
+	SLO             SLO      `json:"slo"`
+	Seed            uint64   `json:"seed"`
+	GPU             *GPUSpec `json:"gpu,omitempty"`
 	// Where the load went (not part of comparability).
 	URL        string `json:"url,omitempty"`
 	ProxyURL   string `json:"proxy_url,omitempty"`

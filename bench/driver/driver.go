@@ -268,7 +268,7 @@ func startEmbedded(ctx context.Context, o Options) (*stack, error) {
 	}
 	puts := bench.NewLatencyRecorder()
 	e, err := env.Start(ctx, env.Spec{Backend: env.InProcess, Server: server, GPU: env.GPU{MemoryBytes: g.MemoryBytes}, Fake: tune,
-		CaptureDir: dir, Logger: o.Logger, OnPut: puts.Record})
+		CaptureDir: dir, Logger: o.Logger, OnPut: puts.Record, BufferedStreams: cfg.BufferedStreams})
 	if err != nil {
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)

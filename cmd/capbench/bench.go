@@ -35,6 +35,7 @@ type benchFlags struct {
 	slo                                        string
 	seed                                       uint64
 	paths                                      string
+	bufferedStreams                            bool
 	gpuMemory, gpuProfile                      string
 	maxModelLen                                int
 	fakeTTFT, fakeITL                          time.Duration
@@ -123,6 +124,7 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.DurationVar(&f.fakeITL, "fake-itl", 0, "embedded: inter-token latency before scaling (default 20ms)")
 	fl.Float64Var(&f.prefillRate, "prefill-rate", 0, "embedded: prefill tokens per second (default 20000)")
 	fl.Float64Var(&f.batchSlowdown, "batch-slowdown", 0, "embedded: every delay × (1 + this × (running-1))")
+	fl.BoolVar(&f.bufferedStreams, "buffered-streams", false, "embedded: the proxy buffers streamed replies as NeMo Gym's model server does (TTFT through capture = E2EL)")
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "embedded: turn the fake's timing model on at this fraction of real time (0 = off: a zero-latency fake, the capture path's own cost)")
 	fl.Float64Var(&f.outputMean, "output-mean", 0, "embedded: mean generated tokens of the fake (default 64; max_tokens caps it)")
 	fl.IntVar(&f.sessions, "sessions", 8, "sessions workload: rollouts to run")
@@ -195,6 +197,10 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 	if f.paths != "" && c.Target != bench.TargetEmbedded {
 		return o, errors.New("--paths applies to the embedded stack only")
 	}
+	if f.bufferedStreams && c.Target != bench.TargetEmbedded {
+		return o, errors.New("--buffered-streams applies to the embedded stack only (start your own proxy with capbench proxy --buffered-streams)")
+	}
+	c.BufferedStreams = f.bufferedStreams
 	model := f.model
 	if model == "" {
 		model = "Qwen/Qwen3-4B-Thinking-2507"

@@ -106,6 +106,7 @@ var _ = Describe("capbench bench, report and compare", func() {
 		Entry("replay without a directory", []string{"--workload", "replay"}, "--replay DIR"),
 		Entry("replay of an empty directory", []string{"--replay", "/nonexistent-capture-dir"}, "not a capture directory"),
 		Entry("an unknown path", []string{"--paths", "sideways", "--requests", "1"}, "--paths"),
+		Entry("buffered streams on a running server", []string{"--url", "http://127.0.0.1:1", "--buffered-streams"}, "--buffered-streams applies to the embedded stack only"),
 		Entry("a bad sweep", []string{"--sweep", "users=1,2"}, "--sweep"),
 	)
 

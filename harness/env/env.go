@@ -142,6 +142,10 @@ type Spec struct {
 	// proxy took (the durable write: append, fsync, state) and its error.
 	// It is called from request goroutines.
 	OnPut func(d time.Duration, err error)
+	// BufferedStreams makes the in-process proxy buffer streamed replies as
+	// NeMo Gym's model server does (the whole generation, then a synthetic
+	// stream), so a benchmark can show what streaming pass-through buys.
+	BufferedStreams bool
 }
 
 // GPU configures the fake vLLM's KV-cache memory model.

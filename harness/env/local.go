@@ -127,7 +127,7 @@ func (l *local) startProxy(ctx context.Context, spec Spec, upstream string) erro
 	if spec.CaptureOff {
 		st = nil // capture disabled: plain forwarding
 	}
-	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger)})
+	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger), BufferedStreams: spec.BufferedStreams})
 	if err != nil {
 		return fmt.Errorf("create proxy: %w", err)
 	}
