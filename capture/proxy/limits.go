@@ -41,6 +41,10 @@ type Limits struct {
 	// (for a non-streamed call: the whole generation). It applies to the
 	// proxy's own upstream client, not to Options.Client.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout cuts an upstream reply that sends no bytes for this
+	// long after its headers (a stream stalled mid-way); the rollout is
+	// marked incomplete. Default: UpstreamTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 // Limit defaults.
@@ -62,7 +66,7 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	}{
 		{"--admission-wait", l.AdmissionWait}, {"--read-header-timeout", l.ReadHeaderTimeout},
 		{"--read-body-timeout", l.ReadBodyTimeout}, {"--idle-timeout", l.IdleTimeout},
-		{"--upstream-timeout", l.UpstreamTimeout},
+		{"--upstream-timeout", l.UpstreamTimeout}, {"--stream-idle-timeout", l.StreamIdleTimeout},
 	} {
 		if d.v < 0 {
 			return l, fmt.Errorf("proxy: %s %s is negative", d.flag, d.v)
@@ -91,6 +95,7 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	def(&l.ReadBodyTimeout, DefaultReadBodyTimeout)
 	def(&l.IdleTimeout, DefaultIdleTimeout)
 	def(&l.UpstreamTimeout, DefaultUpstreamTimeout)
+	def(&l.StreamIdleTimeout, l.UpstreamTimeout)
 	if l.MaxConnections == 0 {
 		l.MaxConnections = defaultMaxConnections(openFileLimit())
 	}
@@ -289,7 +294,7 @@ func (p *Proxy) newServer(ctx context.Context, ln net.Listener) (*http.Server, n
 	lim := newConnLimiter(ln, p.opts.Limits.MaxConnections)
 	l := p.opts.Limits
 	p.log.Info("proxy limits", "max_connections", l.MaxConnections, "read_header_timeout", l.ReadHeaderTimeout,
-		"read_body_timeout", l.ReadBodyTimeout, "idle_timeout", l.IdleTimeout, "upstream_timeout", l.UpstreamTimeout,
+		"read_body_timeout", l.ReadBodyTimeout, "idle_timeout", l.IdleTimeout, "upstream_timeout", l.UpstreamTimeout, "stream_idle_timeout", l.StreamIdleTimeout,
 		"max_body_bytes", p.opts.MaxBodyBytes, "max_inflight_body_bytes", l.MaxInflightBodyBytes, "rollout_tokens", p.opts.RolloutSecret != "")
 	return &http.Server{
 		Handler:           p.handler,
