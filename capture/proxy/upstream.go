@@ -166,7 +166,7 @@ func readDecoded(resp *http.Response) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAllSized(io.LimitReader(r, maxReplyBytes+1), resp.ContentLength)
+	b, err := readAllSized(io.LimitReader(r, maxReplyBytes+1), resp.ContentLength, maxReadHint)
 	if err != nil {
 		return nil, err
 	}
