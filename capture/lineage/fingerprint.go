@@ -67,7 +67,7 @@ type fieldHasher struct {
 	buf []byte
 }
 
-const fieldHasherBuf = 16 << 10
+const fieldHasherBuf = 1 << 10
 
 func newFieldHasher(domain string) *fieldHasher {
 	f := &fieldHasher{h: sha256.New(), buf: make([]byte, 0, fieldHasherBuf)}

@@ -347,7 +347,7 @@ func (p *Proxy) applyOverrides(out map[string]any, completions bool) {
 func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[string]any) (resp map[string]any, tok *tokenInfo, tokErr, err error) {
 	completions := path == pathCompletions
 	p.prepareUpstream(cc, out, completions)
-	body, err := cc.req.encodeSized(out, len(cc.raw)+4096)
+	body, err := cc.req.encodeSized(out, len(cc.raw)+512)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}

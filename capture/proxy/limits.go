@@ -127,9 +127,10 @@ type waiter struct {
 
 func newAdmission(budget int64) *admission { return &admission{free: budget} }
 
-// acquire reserves n bytes, waiting until ctx ends. n never exceeds the
-// budget (bodies over --max-body-bytes are refused before admission).
-func (a *admission) acquire(ctx context.Context, n int64) error {
+// acquire reserves n bytes, waiting at most wait (or until ctx ends). n
+// never exceeds the budget (bodies over --max-body-bytes are refused before
+// admission). The wait's timer is only made when the call must queue.
+func (a *admission) acquire(ctx context.Context, n int64, wait time.Duration) error {
 	a.mu.Lock()
 	if len(a.waiters) == 0 && a.free >= n {
 		a.free -= n
@@ -140,6 +141,8 @@ func (a *admission) acquire(ctx context.Context, n int64) error {
 	w := &waiter{n: n, ready: make(chan struct{})}
 	a.waiters = append(a.waiters, w)
 	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	select {
 	case <-w.ready:
 		a.held.Add(n)

@@ -62,7 +62,7 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	}
 	so["include_usage"] = true
 	out["stream_options"] = so
-	body, err := cc.req.encodeSized(out, len(cc.raw)+4096)
+	body, err := cc.req.encodeSized(out, len(cc.raw)+512)
 	if err != nil {
 		p.streamFailedEarly(ctx, w, cc, sp, fmt.Errorf("encoding the upstream request: %w", err))
 		return
