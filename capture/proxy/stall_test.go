@@ -82,6 +82,12 @@ var _ = Describe("a stream that stalls after its headers", func() {
 		Expect(incomplete(ctx, st, "s2")).To(BeTrue())
 	})
 
+	It("refuses a negative bound, naming the flag", func() {
+		_, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(),
+			Limits: proxy.Limits{StreamIdleTimeout: -time.Second}})
+		Expect(err).To(MatchError(ContainSubstring("--stream-idle-timeout -1s is negative")))
+	})
+
 	It("leaves a slow but steady stream alone", func(ctx SpecContext) {
 		f, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, Lengths: vllm.Lengths{Mean: 8, StdDev: 0.01, Min: 8},
 			Timing: vllm.Timing{InterTokenLatency: 100 * time.Millisecond}})
