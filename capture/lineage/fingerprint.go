@@ -58,20 +58,58 @@ type toolCall struct{ id, name, args string }
 
 type toolResult struct{ id, output string }
 
-// writeField writes tag, the UTF-8 length as uint64 big-endian, then s.
-func writeField(h hash.Hash, tag byte, s string) {
-	var hdr [9]byte
-	hdr[0] = tag
-	binary.BigEndian.PutUint64(hdr[1:], uint64(len(s)))
-	h.Write(hdr[:])
-	h.Write([]byte(s))
+// fieldHasher feeds fields to a hash through one scratch buffer: writing
+// []byte(s) straight to a hash.Hash copies every string (the conversion
+// escapes through the interface), which for a long conversation is a second
+// copy of the whole request.
+type fieldHasher struct {
+	h   hash.Hash
+	buf []byte
+}
+
+const fieldHasherBuf = 1 << 10
+
+func newFieldHasher(domain string) *fieldHasher {
+	f := &fieldHasher{h: sha256.New(), buf: make([]byte, 0, fieldHasherBuf)}
+	f.write(domain)
+	return f
+}
+
+// field writes tag, the UTF-8 length as uint64 big-endian, then s.
+func (f *fieldHasher) field(tag byte, s string) {
+	if cap(f.buf)-len(f.buf) < 9 {
+		f.flush()
+	}
+	f.buf = append(f.buf, tag)
+	f.buf = binary.BigEndian.AppendUint64(f.buf, uint64(len(s)))
+	f.write(s)
+}
+
+func (f *fieldHasher) write(s string) {
+	for len(s) > 0 {
+		if len(f.buf) == cap(f.buf) {
+			f.flush()
+		}
+		n := copy(f.buf[len(f.buf):cap(f.buf)], s)
+		f.buf = f.buf[:len(f.buf)+n]
+		s = s[n:]
+	}
+}
+
+func (f *fieldHasher) flush() {
+	f.h.Write(f.buf)
+	f.buf = f.buf[:0]
+}
+
+func (f *fieldHasher) hex() string {
+	f.flush()
+	return hex.EncodeToString(f.h.Sum(nil))
 }
 
 // AssistantFingerprint is the §5.2 (version 3) fingerprint of the
 // model-authored items, or "" when there are none.
 func AssistantFingerprint(items []any) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(fingerprintDomain))
+	h := newFieldHasher(fingerprintDomain)
 	authored := false
 	for i, raw := range items {
 		item, ok := raw.(map[string]any)
@@ -87,37 +125,36 @@ func AssistantFingerprint(items []any) (string, error) {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, p := range parts {
-			writeField(h, fpKind, p.kind)
-			writeField(h, fpPayload, p.payload)
+			h.field(fpKind, p.kind)
+			h.field(fpPayload, p.payload)
 		}
 		calls, err := toolCalls(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, c := range calls {
-			writeField(h, fpCallID, c.id)
-			writeField(h, fpCallName, c.name)
-			writeField(h, fpCallArgs, c.args)
+			h.field(fpCallID, c.id)
+			h.field(fpCallName, c.name)
+			h.field(fpCallArgs, c.args)
 		}
 	}
 	if !authored {
 		return "", nil
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.hex(), nil
 }
 
 // ConversationDigest is the §5.3 (version 3) digest of a request context.
 // Instruction items (system/developer) count by role only.
 func ConversationDigest(items []any) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(contextDomain))
+	h := newFieldHasher(contextDomain)
 	for i, raw := range items {
 		item, ok := raw.(map[string]any)
 		if !ok {
 			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
 		}
 		role := roleOrType(item)
-		writeField(h, cdRole, role)
+		h.field(cdRole, role)
 		if r, _ := item["role"].(string); r == "system" || r == "developer" {
 			continue
 		}
@@ -126,28 +163,28 @@ func ConversationDigest(items []any) (string, error) {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, p := range parts {
-			writeField(h, cdKind, p.kind)
-			writeField(h, cdPayload, p.payload)
+			h.field(cdKind, p.kind)
+			h.field(cdPayload, p.payload)
 		}
 		calls, err := toolCalls(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, c := range calls {
-			writeField(h, cdCallID, c.id)
-			writeField(h, cdCallName, c.name)
-			writeField(h, cdCallArgs, c.args)
+			h.field(cdCallID, c.id)
+			h.field(cdCallName, c.name)
+			h.field(cdCallArgs, c.args)
 		}
 		results, err := toolResults(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, r := range results {
-			writeField(h, cdResultID, r.id)
-			writeField(h, cdResultOutput, r.output)
+			h.field(cdResultID, r.id)
+			h.field(cdResultOutput, r.output)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.hex(), nil
 }
 
 func isModelAuthored(item map[string]any) bool {

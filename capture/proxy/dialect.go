@@ -31,7 +31,7 @@ func apiName(path string) string {
 
 // readBody reads a bounded request body, answering 413 when it is too large.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, errw errorWriter) ([]byte, bool) {
-	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes), r.ContentLength)
+	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes), r.ContentLength, p.opts.MaxBodyBytes)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		errw(w, http.StatusRequestEntityTooLarge,
