@@ -45,6 +45,7 @@ figures: build
 	$(GO) test ./capture/consumer -run '^$$' -bench ConsumeCold200x32k -benchtime 20x
 	$(GO) test ./capture/proxy -run '^$$' -bench ProxyFileStore -benchtime 1500x
 	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkRequestBodyMemory -benchtime 1x
+	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkLongRollout -benchtime 1x
 	$(GO) test ./capture/store -run '^$$' -bench ResolveRead200x32k -benchtime 30x
 	$(GO) test ./capture/store -run '^$$' -bench 'BenchmarkPut/lazy-state' -benchtime 8000x
 	$(GO) test ./capture/store/natsstore -run '^$$' -bench BenchmarkPut -benchtime 1s -count 3
