@@ -31,7 +31,7 @@ const (
 	contextDomain     = "nemo-gym-lineage-context"
 )
 
-// Field tags of the assistant fingerprint (§5.2).
+// Field tags of the assistant fingerprint (docs/capture-path.md#fingerprints-and-digests).
 const (
 	fpKind byte = iota
 	fpPayload
@@ -40,7 +40,7 @@ const (
 	fpCallArgs
 )
 
-// Field tags of the conversation digest (§5.3).
+// Field tags of the conversation digest (docs/capture-path.md#fingerprints-and-digests).
 const (
 	cdRole byte = iota
 	cdKind
@@ -106,7 +106,7 @@ func (f *fieldHasher) hex() string {
 	return hex.EncodeToString(f.h.Sum(nil))
 }
 
-// AssistantFingerprint is the §5.2 (version 3) fingerprint of the
+// AssistantFingerprint is the assistant fingerprint (version 3, docs/capture-path.md#fingerprints-and-digests) of the
 // model-authored items, or "" when there are none.
 func AssistantFingerprint(items []any) (string, error) {
 	h := newFieldHasher(fingerprintDomain)
@@ -144,7 +144,7 @@ func AssistantFingerprint(items []any) (string, error) {
 	return h.hex(), nil
 }
 
-// ConversationDigest is the §5.3 (version 3) digest of a request context.
+// ConversationDigest is the conversation digest (version 3, docs/capture-path.md#fingerprints-and-digests) of a request context.
 // Instruction items (system/developer) count by role only.
 func ConversationDigest(items []any) (string, error) {
 	h := newFieldHasher(contextDomain)
@@ -204,7 +204,7 @@ func roleOrType(item map[string]any) string {
 	return ""
 }
 
-// contentParts lists (kind, payload) pairs of an item's content (§5.2).
+// contentParts lists (kind, payload) pairs of an item's content (docs/capture-path.md#fingerprints-and-digests).
 func contentParts(content any) ([]contentPart, error) {
 	switch c := content.(type) {
 	case nil:
@@ -256,7 +256,7 @@ func contentParts(content any) ([]contentPart, error) {
 	}
 }
 
-// toolCalls lists an item's tool calls in the §5.2 order.
+// toolCalls lists an item's tool calls in fingerprint order (docs/capture-path.md#fingerprints-and-digests).
 func toolCalls(item map[string]any) ([]toolCall, error) {
 	var calls []toolCall
 	if t, _ := item["type"].(string); t == "function_call" {
@@ -313,7 +313,7 @@ func toolCalls(item map[string]any) ([]toolCall, error) {
 	return calls, nil
 }
 
-// toolResults lists an item's tool results (§5.3).
+// toolResults lists an item's tool results (docs/capture-path.md#fingerprints-and-digests).
 func toolResults(item map[string]any) ([]toolResult, error) {
 	var results []toolResult
 	typ, _ := item["type"].(string)
@@ -379,7 +379,7 @@ func firstTruthy(m map[string]any, keys ...string) string {
 	return ""
 }
 
-// canonicalArguments normalises tool-call arguments (§5.2): null → "", a
+// canonicalArguments normalises tool-call arguments (docs/capture-path.md#fingerprints-and-digests): null → "", a
 // string that parses as JSON → its canonical form, another string → trimmed,
 // anything else → canonical JSON.
 func canonicalArguments(v any) (string, error) {

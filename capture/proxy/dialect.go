@@ -160,7 +160,7 @@ func (p *Proxy) requestItems(cc *callCtx, d lineage.Dialect, body map[string]any
 	cc.items = items
 }
 
-// checkN rejects n > 1 on the capture path (§3.4).
+// checkN rejects n > 1 on the capture path (docs/capture-path.md#one-captured-call-in-order).
 func checkN(body map[string]any) error {
 	v, ok := body["n"]
 	if !ok || v == nil {
