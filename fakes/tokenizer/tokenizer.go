@@ -200,7 +200,8 @@ func (t *Tokenizer) nextAdded(s string) (at, id, n int) {
 		}
 		p := off + i
 		rest := s[p:]
-		if len(rest) >= 7 { // shortest added token is "<think>"
+		// Shortest added token is "<think>"; every one continues with '|', 't' or '/'.
+		if len(rest) >= 7 && (rest[1] == '|' || rest[1] == 't' || rest[1] == '/') {
 			for _, a := range qwen3Added {
 				if strings.HasPrefix(rest, a.text) {
 					return p, a.id, len(a.text)

@@ -137,7 +137,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	if err != nil {
 		return nil, asAPIError(err)
 	}
-	promptIDs := s.tok.Encode(prompt)
+	promptIDs := s.encodePrompt(prompt)
 	maxParam, paramName := req.MaxTokens, "max_tokens"
 	if req.MaxCompletionTokens != nil {
 		maxParam, paramName = req.MaxCompletionTokens, "max_completion_tokens"
