@@ -21,7 +21,7 @@ type SegmentCache struct {
 
 // minCachedSegment is the shortest segment worth a lookup: shorter ones
 // encode about as fast as they hash.
-const minCachedSegment = 32
+const minCachedSegment = 8
 
 // segmentOverhead approximates a map entry's fixed cost in bytes.
 const segmentOverhead = 64
