@@ -16,6 +16,7 @@ type SegmentCache struct {
 	mu       sync.Mutex
 	cur, old map[string][]int
 	curBytes int
+	oldBytes int
 	maxBytes int
 }
 
@@ -54,10 +55,19 @@ func (c *SegmentCache) put(seg string, ids []int) {
 func (c *SegmentCache) putLocked(seg string, ids []int) {
 	size := len(seg) + 8*len(ids) + segmentOverhead
 	if c.curBytes > 0 && c.curBytes+size > c.maxBytes/2 {
-		c.old, c.cur, c.curBytes = c.cur, make(map[string][]int, len(c.cur)), 0
+		c.old, c.oldBytes = c.cur, c.curBytes
+		c.cur, c.curBytes = make(map[string][]int, len(c.cur)), 0
 	}
 	c.cur[seg] = ids
 	c.curBytes += size
+}
+
+// Bytes is about how much memory the cache holds: never much over
+// maxBytes (by two segments at most).
+func (c *SegmentCache) Bytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.curBytes + c.oldBytes
 }
 
 // EncodeCached returns exactly Encode(text), looking long segments up in c

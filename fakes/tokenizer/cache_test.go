@@ -37,6 +37,15 @@ var _ = Describe("SegmentCache", func() {
 		Expect(tok.EncodeCached(turn(1), nil)).To(Equal(tok.Encode(turn(1))))
 	})
 
+	It("holds about maxBytes however many distinct segments pass through it", func() {
+		cache := tokenizer.NewSegmentCache(64 << 10)
+		for i := range 5000 {
+			tok.EncodeCached(turn(i), cache)
+			Expect(cache.Bytes()).To(BeNumerically("<=", 64<<10+1024))
+		}
+		Expect(cache.Bytes()).To(BeNumerically(">", 16<<10)) // it does keep recent segments
+	})
+
 	It("hands out copies: changing a returned slice does not change later encodings", func() {
 		cache := tokenizer.NewSegmentCache(1 << 20)
 		p := turn(3)
