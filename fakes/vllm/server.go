@@ -482,13 +482,23 @@ func (s *Server) handleScript(w http.ResponseWriter, r *http.Request, name strin
 	}
 }
 
-func randomHex() string {
-	var b [8]byte
+func randomHex() string { return prefixedHex("") }
+
+// prefixedHex is prefix followed by 16 random hex digits, built in one
+// allocation.
+func prefixedHex(prefix string) string {
+	var raw [8]byte
 	v := rand.Uint64()
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
+	for i := range raw {
+		raw[i] = byte(v >> (8 * i))
 	}
-	return hex.EncodeToString(b[:])
+	var digits [16]byte
+	hex.Encode(digits[:], raw[:])
+	var b strings.Builder
+	b.Grow(len(prefix) + len(digits))
+	b.WriteString(prefix)
+	b.Write(digits[:])
+	return b.String()
 }
 
 func (s *Server) getBuf() *[]byte { return s.bufs.Get().(*[]byte) }
