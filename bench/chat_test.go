@@ -1,13 +1,13 @@
 package bench_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,114 +17,96 @@ import (
 	"github.com/capbench/capbench/bench"
 )
 
-// chatServer answers like vLLM's Chat Completions: a JSON body with usage, or
-// an SSE stream of content chunks ending with a usage chunk and [DONE].
-func chatServer(tokens int, brokenStream bool) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Stream    bool `json:"stream"`
-			MaxTokens int  `json:"max_tokens"`
-		}
-		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
-			return
-		}
-		if r.Header.Get("X-Fake-Script") == "fail" {
-			http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
-			return
-		}
-		if !req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"completion_tokens":%d}}`, tokens)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := 0; i < tokens; i++ {
-			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
-		}
-		if brokenStream {
-			return
-		}
-		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"completion_tokens\":%d}}\n\n", tokens)
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
+const goodStream = `data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}
+
+data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}
+
+data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}
+
+data: {"id":"c1","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,"completion_tokens":3}}
+
+data: [DONE]
+
+`
+
+// sseServer answers with body (or status) and remembers request bodies.
+type sseServer struct {
+	mu     sync.Mutex
+	bodies []map[string]any
+	paths  []string
 }
 
-var _ = Describe("ChatRequest", func() {
-	It("counts the server's completion tokens without streaming", func(ctx SpecContext) {
-		srv := chatServer(7, false)
-		DeferCleanup(srv.Close)
-		do, err := bench.ChatRequest(bench.NewHTTPClient(4), bench.ChatTarget{BaseURL: srv.URL, Model: "m", Prompt: "hi", MaxTokens: 16})
-		Expect(err).NotTo(HaveOccurred())
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 4, Requests: 20}, do)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(r.Errors).To(BeZero(), r.FirstError)
-		Expect(r.Tokens).To(BeEquivalentTo(140))
-		Expect(r.TTFT).To(BeNil())
+func (s *sseServer) start(status int, body string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		s.mu.Lock()
+		s.bodies, s.paths = append(s.bodies, m), append(s.paths, r.URL.Path)
+		s.mu.Unlock()
+		w.WriteHeader(status)
+		for _, part := range strings.SplitAfter(body, "\n\n") {
+			_, _ = io.WriteString(w, part)
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}))
+	DeferCleanup(srv.Close)
+	return srv
+}
+
+func sendOne(url string, stream bool, extra map[string]any, prefix string) bench.Sample {
+	return sendVia(false, url, stream, extra, prefix)
+}
+
+func sendVia(netHTTP bool, url string, stream bool, extra map[string]any, prefix string) bench.Sample {
+	bodies, err := bench.BuildChatBodies(bench.ChatSpec{Model: "m", Prompt: bench.Dist{Kind: "fixed", A: 10}, Output: bench.Dist{Kind: "fixed", A: 16}, Stream: stream, Extra: extra, Variants: 1})
+	Expect(err).NotTo(HaveOccurred())
+	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(1), Bodies: bodies, Stream: stream, NetHTTP: netHTTP,
+		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url + "/v1/", RolloutPrefix: prefix}}}
+	var s bench.Sample
+	w.Send(GinkgoT().Context(), 3, bench.PathTarget, time.Now(), &s)
+	return s
+}
+
+var _ = Describe("ChatWorkload", func() {
+	It("reads a stream the way vLLM bench does: TTFT at the first chunk with choices, one ITL gap per later chunk, server usage", func() {
+		srv := &sseServer{}
+		url := srv.start(200, goodStream).URL
+		s := sendOne(url, true, map[string]any{"ignore_eos": true, "min_tokens": 16}, "")
+		Expect(s.OK()).To(BeTrue(), s.Error)
+		Expect(s.FirstTokenNS).To(BeNumerically(">", s.StartNS))
+		Expect(s.ChunkGapsUS).To(HaveLen(2))
+		Expect(s.OutputTokens).To(Equal(3))
+		Expect(s.PromptTokens).To(Equal(7))
+		Expect(s.TokenSource).To(Equal("usage"))
+		By("sending extra body fields verbatim, and dropping the pasted /v1")
+		Expect(srv.paths).To(Equal([]string{"/v1/chat/completions"}))
+		Expect(srv.bodies[0]).To(HaveKeyWithValue("ignore_eos", true))
+		Expect(srv.bodies[0]).To(HaveKeyWithValue("min_tokens", 16.0))
+		Expect(srv.bodies[0]).To(HaveKeyWithValue("stream_options", map[string]any{"include_usage": true}))
 	})
 
-	It("reads a stream to [DONE], taking tokens from the usage chunk and timing the first token", func(ctx SpecContext) {
-		srv := chatServer(5, false)
-		DeferCleanup(srv.Close)
-		do, err := bench.ChatRequest(bench.NewHTTPClient(2), bench.ChatTarget{BaseURL: srv.URL, Model: "m", Prompt: "hi", MaxTokens: 16, Stream: true})
-		Expect(err).NotTo(HaveOccurred())
-		s, err := do(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(s.Tokens).To(Equal(5))
-		Expect(s.TTFT).To(BeNumerically(">", 0))
+	It("reads the same through net/http (https targets) as through the raw client", func() {
+		srv := &sseServer{}
+		url := srv.start(200, goodStream).URL
+		a, b := sendVia(true, url, true, nil, ""), sendVia(false, url, true, nil, "")
+		Expect(a.OK()).To(BeTrue(), a.Error)
+		Expect([]int{a.OutputTokens, a.PromptTokens, len(a.ChunkGapsUS)}).To(Equal([]int{b.OutputTokens, b.PromptTokens, len(b.ChunkGapsUS)}))
 	})
 
-	It("fails a stream that ends without [DONE]", func(ctx SpecContext) {
-		srv := chatServer(3, true)
-		DeferCleanup(srv.Close)
-		do, err := bench.ChatRequest(bench.NewHTTPClient(1), bench.ChatTarget{BaseURL: srv.URL, MaxTokens: 4, Stream: true})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = do(ctx)
-		Expect(err).To(MatchError(ContainSubstring("without [DONE]")))
-	})
-
-	It("reports the status and body of a refused request", func(ctx SpecContext) {
-		srv := chatServer(3, false)
-		DeferCleanup(srv.Close)
-		do, err := bench.ChatRequest(bench.NewHTTPClient(1), bench.ChatTarget{
-			BaseURL: srv.URL, MaxTokens: 4, Header: http.Header{"X-Fake-Script": {"fail"}},
-		})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = do(context.Background())
-		Expect(err).To(MatchError(ContainSubstring("status 503")))
-		Expect(err).To(MatchError(ContainSubstring("overloaded")))
-	})
-
-	DescribeTable("rejects an unusable target",
-		func(t bench.ChatTarget, want string) {
-			_, err := bench.ChatRequest(bench.NewHTTPClient(1), t)
-			Expect(err).To(MatchError(ContainSubstring(want)))
-		},
-		Entry("no URL", bench.ChatTarget{MaxTokens: 1}, "base URL"),
-		Entry("no tokens", bench.ChatTarget{BaseURL: "http://127.0.0.1:1"}, "MaxTokens"),
-	)
-
-	// A server that flushes the end of the reply before the end of the body,
-	// as vLLM does: the chunked terminator arrives after the client has what
-	// it needs. The connection is reused only if the client reads to EOF.
-	DescribeTable("keeps one connection for a closed loop even when the body ends after the reply",
-		func(ctx SpecContext, stream bool) {
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				if stream {
-					w.Header().Set("Content-Type", "text/event-stream")
-					fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
-				} else {
-					w.Header().Set("Content-Type", "application/json")
-					fmt.Fprint(w, `{"usage":{"completion_tokens":3}}`)
-				}
-				w.(http.Flusher).Flush()
-				time.Sleep(time.Millisecond)
-				if !stream {
-					fmt.Fprint(w, "\n")
-				}
-			}))
+	DescribeTable("reuses one connection for successive calls",
+		func(stream bool) {
 			var conns atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if stream {
+					_, _ = io.WriteString(w, goodStream[:40])
+					w.(http.Flusher).Flush() // a chunked reply
+					_, _ = io.WriteString(w, goodStream[40:])
+					return
+				}
+				_, _ = io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":3}}`)
+			}))
 			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 				if st == http.StateNew {
 					conns.Add(1)
@@ -132,39 +114,54 @@ var _ = Describe("ChatRequest", func() {
 			}
 			srv.Start()
 			DeferCleanup(srv.Close)
-			do, err := bench.ChatRequest(bench.NewHTTPClient(1), bench.ChatTarget{BaseURL: srv.URL, MaxTokens: 4, Stream: stream})
+			bodies, err := bench.BuildChatBodies(bench.ChatSpec{Prompt: bench.Dist{Kind: "fixed", A: 1}, Output: bench.Dist{Kind: "fixed", A: 1}, Variants: 1})
 			Expect(err).NotTo(HaveOccurred())
-			r, err := bench.Run(ctx, bench.Config{Concurrency: 1, Requests: 20}, do)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(r.Errors).To(BeZero(), r.FirstError)
-			Expect(r.Requests).To(Equal(20))
-			Expect(conns.Load()).To(BeEquivalentTo(1), "every request opened a new connection")
+			w := &bench.ChatWorkload{Bodies: bodies, Stream: stream, Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: srv.URL}}}
+			for range 5 {
+				var s bench.Sample
+				w.Send(GinkgoT().Context(), 0, bench.PathTarget, time.Now(), &s)
+				Expect(s.OK()).To(BeTrue(), s.Error)
+				Expect(s.OutputTokens).To(Equal(3))
+			}
+			w.Close()
+			Expect(conns.Load()).To(BeEquivalentTo(1))
 		},
-		Entry("JSON reply", false),
-		Entry("stream", true),
+		Entry("whole replies", false),
+		Entry("chunked streams", true),
 	)
 
-	It("does not count a stream cut off by the end of a timed run as a failure", func(ctx SpecContext) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			for {
-				if _, err := fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}))
-		DeferCleanup(srv.Close)
-		do, err := bench.ChatRequest(bench.NewHTTPClient(4), bench.ChatTarget{BaseURL: srv.URL, MaxTokens: 4, Stream: true})
-		Expect(err).NotTo(HaveOccurred())
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 4, Duration: 50 * time.Millisecond}, do)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(r.Errors).To(BeZero(), r.FirstError)
-		Expect(r.Requests).To(BeZero(), "no stream ever finished")
+	It("sends each job through its own capture rollout", func() {
+		srv := &sseServer{}
+		s := sendOne(srv.start(200, goodStream).URL, true, nil, "load")
+		Expect(s.RolloutID).To(Equal("load-0-3"))
+		Expect(srv.paths).To(Equal([]string{"/ng-rollout/load-0-3/training-token-capture/v1/chat/completions"}))
+	})
+
+	It("counts chunks when the server sends no usage", func() {
+		srv := &sseServer{}
+		noUsage := strings.Replace(goodStream, `data: {"id":"c1","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,"completion_tokens":3}}`+"\n\n", "", 1)
+		s := sendOne(srv.start(200, noUsage).URL, true, nil, "")
+		Expect(s.OK()).To(BeTrue(), s.Error)
+		Expect(s.OutputTokens).To(Equal(3))
+		Expect(s.TokenSource).To(Equal("chunks"))
+	})
+
+	DescribeTable("classifies failures",
+		func(status int, body string, stream bool, kind bench.ErrorKind, part string) {
+			srv := &sseServer{}
+			s := sendOne(srv.start(status, body).URL, stream, nil, "")
+			Expect(s.ErrorKind).To(Equal(kind))
+			Expect(s.Error).To(ContainSubstring(part))
+		},
+		Entry("a 503", 503, `{"error":{"message":"overloaded"}}`, true, bench.ErrHTTP5xx, "overloaded"),
+		Entry("a 400", 400, `{"error":{"message":"too long"}}`, false, bench.ErrHTTP4xx, "status 400"),
+		Entry("an in-stream error event", 200, "data: {\"error\":{\"message\":\"engine died\"}}\n\ndata: [DONE]\n\n", true, bench.ErrStream, "engine died"),
+		Entry("a stream cut before [DONE]", 200, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", true, bench.ErrStream, "without [DONE]"),
+		Entry("a reply without usage", 200, `{"choices":[]}`, false, bench.ErrDecode, "no usage"),
+	)
+
+	It("refuses extra fields the workload sets itself", func() {
+		_, err := bench.BuildChatBodies(bench.ChatSpec{Prompt: bench.Dist{Kind: "fixed", A: 1}, Output: bench.Dist{Kind: "fixed", A: 1}, Extra: map[string]any{"max_tokens": 5}})
+		Expect(err).To(MatchError(ContainSubstring("--body-field max_tokens")))
 	})
 })

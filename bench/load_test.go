@@ -2,8 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -13,113 +11,110 @@ import (
 	"github.com/capbench/capbench/bench"
 )
 
-var _ = Describe("Run", func() {
-	It("sends exactly the request budget and counts tokens", func(ctx SpecContext) {
-		var calls atomic.Int64
-		r, err := bench.Run(ctx, bench.Config{Name: "budget", Concurrency: 8, Requests: 100},
-			func(context.Context) (bench.Sample, error) {
-				calls.Add(1)
-				return bench.Sample{Tokens: 3}, nil
-			})
+// fakeWork answers every job after d, one token per millisecond of d.
+type fakeWork struct {
+	d     time.Duration
+	paths []bench.Path
+	calls atomic.Int64
+}
+
+func (f *fakeWork) Paths() []bench.Path { return f.paths }
+
+func (f *fakeWork) Send(ctx context.Context, _ int, _ bench.Path, base time.Time, s *bench.Sample) {
+	f.calls.Add(1)
+	s.StartNS = time.Since(base).Nanoseconds()
+	select {
+	case <-time.After(f.d):
+		s.FirstTokenNS = time.Since(base).Nanoseconds()
+		s.OutputTokens = 1
+	case <-ctx.Done():
+		s.ErrorKind, s.Error = bench.ErrCanceled, ctx.Err().Error()
+	}
+	s.EndNS = time.Since(base).Nanoseconds()
+}
+
+var _ = Describe("RunLoad", func() {
+	It("sends the request budget of every stage and tags warm-up and cool-down by job", func(ctx SpecContext) {
+		w := &fakeWork{paths: []bench.Path{bench.PathTarget}}
+		out, err := bench.RunLoad(ctx, bench.LoadConfig{
+			Stages:   []bench.Shape{{Arrival: bench.Closed, Concurrency: 4}, {Arrival: bench.Closed, Concurrency: 2}},
+			Requests: 20, Windows: bench.Windows{WarmupRequests: 3, CooldownRequests: 2},
+		}, w)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(calls.Load()).To(BeEquivalentTo(100))
-		Expect(r.Requests).To(Equal(100))
-		Expect(r.Tokens).To(BeEquivalentTo(300))
-		Expect(r.Errors).To(BeZero())
-		Expect(r.Schema).To(Equal(bench.ResultSchema))
-		Expect(r.RequestsPerS).To(BeNumerically(">", 0))
+		Expect(w.calls.Load()).To(BeEquivalentTo(40))
+		Expect(out.Stages).To(HaveLen(2))
+		phases := map[bench.Phase]int{}
+		for _, s := range out.Samples {
+			phases[s.Phase]++
+		}
+		Expect(phases).To(Equal(map[bench.Phase]int{bench.PhaseWarmup: 6, bench.PhaseCooldown: 4, bench.PhaseMeasure: 30}))
+		Expect(out.Interrupted).To(BeFalse())
 	})
 
-	It("counts failures apart from successes and keeps the first error", func(ctx SpecContext) {
-		var n atomic.Int64
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 1, Requests: 10},
-			func(context.Context) (bench.Sample, error) {
-				if n.Add(1)%2 == 0 {
-					return bench.Sample{}, errors.New("upstream said 503")
-				}
-				return bench.Sample{}, nil
-			})
+	It("pairs every job across two paths, alternating which goes first", func(ctx SpecContext) {
+		w := &fakeWork{paths: []bench.Path{bench.PathDirect, bench.PathProxy}}
+		out, err := bench.RunLoad(ctx, bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 1}}, Requests: 4}, w)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(r.Requests).To(Equal(5))
-		Expect(r.Errors).To(Equal(5))
-		Expect(r.FirstError).To(Equal("upstream said 503"))
-	})
-
-	It("records latency and time to first token at least as long as the work took", func(ctx SpecContext) {
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 2, Requests: 6},
-			func(context.Context) (bench.Sample, error) {
-				time.Sleep(3 * time.Millisecond)
-				return bench.Sample{Tokens: 1, TTFT: 2 * time.Millisecond}, nil
-			})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(r.Latency.P50).To(BeNumerically(">=", 3))
-		Expect(r.Latency.Max).To(BeNumerically(">=", r.Latency.P99))
-		Expect(r.TTFT).NotTo(BeNil())
-		Expect(r.TTFT.P50).To(BeNumerically("~", 2, 0.01))
-	})
-
-	It("stops at the duration and does not count the cut-off request as an error", func(ctx SpecContext) {
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 4, Duration: 50 * time.Millisecond},
-			func(c context.Context) (bench.Sample, error) {
-				select {
-				case <-c.Done():
-					return bench.Sample{}, c.Err()
-				case <-time.After(time.Millisecond):
-					return bench.Sample{}, nil
-				}
-			})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(r.Errors).To(BeZero())
-		Expect(r.Requests).To(BeNumerically(">", 0))
-	})
-
-	It("reports every finished request to the progress callback", func(ctx SpecContext) {
-		var ok, failed atomic.Int64
-		var n atomic.Int64
-		_, err := bench.Run(ctx, bench.Config{Concurrency: 3, Requests: 30, Progress: func(success bool, _ time.Duration) {
-			if success {
-				ok.Add(1)
-			} else {
-				failed.Add(1)
+		Expect(out.Samples).To(HaveLen(8))
+		first := map[int]bench.Path{}
+		for _, s := range out.Samples {
+			if _, ok := first[s.Pair]; !ok {
+				first[s.Pair] = s.Path
 			}
-		}}, func(context.Context) (bench.Sample, error) {
-			if n.Add(1)%3 == 0 {
-				return bench.Sample{}, errors.New("boom")
+		}
+		Expect(first).To(Equal(map[int]bench.Path{0: bench.PathDirect, 1: bench.PathProxy, 2: bench.PathDirect, 3: bench.PathProxy}))
+	})
+
+	It("holds an open-loop rate and reports its own schedule delay", func(ctx SpecContext) {
+		w := &fakeWork{d: time.Millisecond, paths: []bench.Path{bench.PathTarget}}
+		out, err := bench.RunLoad(ctx, bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Constant, Rate: 200}}, Requests: 100}, w)
+		Expect(err).NotTo(HaveOccurred())
+		sum := bench.Summarize(out.Samples, out.Stages, bench.SLO{})[0]
+		Expect(sum.RequestedRate).To(Equal(200.0))
+		Expect(sum.AchievedRate).To(BeNumerically("~", 200, 40))
+		Expect(sum.ScheduleDelay.Count).To(Equal(100))
+	})
+
+	It("draws the same Poisson schedule from the same seed", func(ctx SpecContext) {
+		sched := func() []int64 {
+			w := &fakeWork{paths: []bench.Path{bench.PathTarget}}
+			out, err := bench.RunLoad(ctx, bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Poisson, Rate: 500}}, Requests: 20, Seed: 7}, w)
+			Expect(err).NotTo(HaveOccurred())
+			byJob := make([]int64, len(out.Samples))
+			for _, s := range out.Samples {
+				byJob[s.Pair] = s.ScheduledNS
 			}
-			return bench.Sample{}, nil
-		})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(ok.Load()).To(BeEquivalentTo(20))
-		Expect(failed.Load()).To(BeEquivalentTo(10))
+			var gaps []int64
+			for i := 1; i < len(byJob); i++ {
+				gaps = append(gaps, (byJob[i]-byJob[i-1])/int64(time.Microsecond))
+			}
+			return gaps
+		}
+		Expect(sched()).To(Equal(sched()))
 	})
 
-	It("has a stable JSON form", func(ctx SpecContext) {
-		r, err := bench.Run(ctx, bench.Config{Concurrency: 1, Requests: 1},
-			func(context.Context) (bench.Sample, error) { return bench.Sample{}, nil })
+	It("says it was interrupted and keeps what it gathered", func(ctx SpecContext) {
+		w := &fakeWork{d: 20 * time.Millisecond, paths: []bench.Path{bench.PathTarget}}
+		cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer cancel()
+		out, err := bench.RunLoad(cctx, bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 2}}, Duration: time.Hour}, w)
 		Expect(err).NotTo(HaveOccurred())
-		b, err := json.Marshal(r)
-		Expect(err).NotTo(HaveOccurred())
-		var m map[string]any
-		Expect(json.Unmarshal(b, &m)).To(Succeed())
-		Expect(m).To(HaveKeyWithValue("schema", "capbench.load/v1"))
-		Expect(m).To(HaveKey("latency"))
-		Expect(m).NotTo(HaveKey("ttft"))
+		Expect(out.Interrupted).To(BeTrue())
+		Expect(len(out.Samples)).To(BeNumerically(">", 4))
+		last := out.Samples[len(out.Samples)-1]
+		Expect(last.ErrorKind).To(Equal(bench.ErrCanceled))
+		Expect(last.Phase).To(Equal(bench.PhaseCooldown))
 	})
 
-	DescribeTable("rejects configurations that cannot end or cannot run",
-		func(cfg bench.Config, want string) {
-			_, err := bench.Run(context.Background(), cfg,
-				func(context.Context) (bench.Sample, error) { return bench.Sample{}, nil })
-			Expect(err).To(MatchError(ContainSubstring(want)))
+	DescribeTable("refuses configurations that cannot end or measure nothing",
+		func(cfg bench.LoadConfig, part string) {
+			_, err := bench.RunLoad(context.Background(), cfg, &fakeWork{paths: []bench.Path{bench.PathTarget}})
+			Expect(err).To(MatchError(ContainSubstring(part)))
 		},
-		Entry("no workers", bench.Config{Concurrency: 0, Requests: 1}, "Concurrency"),
-		Entry("no end", bench.Config{Concurrency: 1}, "Requests or Duration"),
-		Entry("negative budget", bench.Config{Concurrency: 1, Requests: -1}, "Requests"),
-		Entry("negative duration", bench.Config{Concurrency: 1, Duration: -time.Second}, "Duration"),
+		Entry("no end", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 1}}}, "--requests or --duration"),
+		Entry("windows eat the budget", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 1}}, Requests: 4, Windows: bench.Windows{WarmupRequests: 4}}, "leave nothing"),
+		Entry("zero concurrency", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed}}, Requests: 4}, "--concurrency"),
+		Entry("no rate", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Poisson}}, Requests: 4}, "--rate"),
+		Entry("gamma without burstiness", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Gamma, Rate: 1}}, Requests: 4}, "--burstiness"),
 	)
-
-	It("rejects a nil request function", func() {
-		_, err := bench.Run(context.Background(), bench.Config{Concurrency: 1, Requests: 1}, nil)
-		Expect(err).To(MatchError(ContainSubstring("nil request function")))
-	})
 })

@@ -1,5 +1,5 @@
-// Package conformance is the transport conformance kit of the capture
-// contract (§8): ordered checks that any Sink/Source pair (the file store, the
+// Package conformance is the transport conformance kit (docs/conformance.md):
+// ordered checks that any Sink/Source pair (the file store, the
 // in-memory store, or a framework's own transport) must pass so that the
 // consumer can trust what it freezes. Run executes them as plain Go and
 // reports the first failure; DescribeConformance registers them as Ginkgo
@@ -132,7 +132,7 @@ func RunCheck(ctx context.Context, f Factories, name, rolloutID string) (err err
 }
 
 // clearRollout deletes what an earlier run left under rolloutID when the
-// transport offers the administrative delete (contract §2.5), so the kit can
+// transport offers the administrative delete (docs/store.md#operations), so the kit can
 // run repeatedly against one backend; transports without it start clean.
 func clearRollout(ctx context.Context, env *clients, rolloutID string) error {
 	if d, ok := env.source().(interface {
@@ -205,7 +205,7 @@ func failf(format string, args ...any) error {
 	return &Error{Detail: fmt.Sprintf(format, args...)}
 }
 
-// The realistic request the kit's records answer (§8).
+// The realistic request the kit's records answer (docs/conformance.md).
 const (
 	question    = "What is the weather in Paris?"
 	answer      = "It is sunny and 21 degrees in Paris."

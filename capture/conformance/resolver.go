@@ -9,7 +9,7 @@ import (
 	"github.com/capbench/capbench/capture/store"
 )
 
-// Resolver is a transport's request-time parent resolver (contract §3.8): it
+// Resolver is a transport's request-time parent resolver (docs/capture-path.md#parent-resolution): it
 // decides a request's parent from the rollout's committed records. Fresh
 // instances must see every record whose put returned, whichever client put
 // it.

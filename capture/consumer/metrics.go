@@ -150,23 +150,24 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 			kv{"unresolved_parent_calls", nonNil(r.UnresolvedParentCalls)})
 		snapshot()
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	// One encoder for the whole line: the rebuilt output of a long rollout
+	// is tens of megabytes, so it is written once, into one buffer.
+	e := newJSONEncoder(nil)
+	e.buf = append(e.buf, '{')
 	for i, f := range fields {
 		if i > 0 {
-			b.WriteByte(',')
+			e.buf = append(e.buf, ',')
 		}
-		kb, _ := json.Marshal(f.k)
-		b.Write(kb)
-		b.WriteByte(':')
-		vb, err := marshalNoEscape(f.v)
-		if err != nil {
+		if err := e.str(f.k); err != nil {
 			return nil, err
 		}
-		b.Write(vb)
+		e.buf = append(e.buf, ':')
+		if err := e.value(f.v); err != nil {
+			return nil, err
+		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	e.buf = append(e.buf, '}')
+	return e.buf, nil
 }
 
 func nonNil(s []string) []string {
@@ -176,14 +177,12 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// marshalNoEscape encodes v without HTML escaping (Python does not escape
-// <, > or &).
+// marshalNoEscape encodes v as encoding/json does without HTML escaping
+// (Python does not escape <, > or &).
 func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	e := newJSONEncoder(nil)
+	if err := e.value(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return e.buf, nil
 }

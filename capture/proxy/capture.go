@@ -17,7 +17,7 @@ import (
 	"github.com/capbench/capbench/capture/store"
 )
 
-// callCtx is the per-request capture context (contract §3.2 step 6).
+// callCtx is the per-request capture context (docs/capture-path.md).
 type callCtx struct {
 	rt      route
 	api     string
@@ -28,7 +28,7 @@ type callCtx struct {
 	raw     []byte     // the client's request body
 	req     *rawObject // its members, re-sent as written (chat, completions)
 
-	items    []any // request items for lineage (§3.8)
+	items    []any // request items for lineage (docs/capture-path.md#parent-resolution)
 	itemsErr bool  // the items could not be read; decision is lookup_error
 	decision lineage.Decision
 	rl       *rolloutLineage
@@ -43,7 +43,8 @@ type rolloutLineage struct {
 	mu       sync.Mutex
 	index    *lineage.Index
 	indexed  map[string]struct{}
-	lastUsed atomic.Int64 // unix nanoseconds of the latest call
+	follow   *store.Follower // with a store.TailReader; nil until first read
+	lastUsed atomic.Int64    // unix nanoseconds of the latest call
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
@@ -204,7 +205,8 @@ func mayContinue(items []any) bool {
 	return false
 }
 
-// resolveParent makes the request-time parent decision (§3.8); it never fails.
+// resolveParent makes the request-time parent decision (docs/capture-path.md#parent-resolution);
+// it never fails.
 func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	rl := p.lineageFor(cc.rt.RolloutID)
 	cc.rl = rl
@@ -213,6 +215,10 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	}
 	var entries []*record.Entry
 	read := mayContinue(cc.items)
+	if tr, ok := p.opts.Store.(store.TailReader); ok && read {
+		p.resolveFollowing(ctx, cc, rl, tr)
+		return
+	}
 	if read {
 		start := time.Now()
 		var err error
@@ -245,6 +251,43 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
 }
 
+// resolveFollowing is resolveParent over a store that reads incrementally:
+// each call reads only the lines appended since the rollout's last call, and
+// a candidate parent's tokens from that parent's own line, so no call costs
+// more for the calls before it.
+func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLineage, tr store.TailReader) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	first := rl.follow == nil
+	if first {
+		rl.follow = store.NewFollower(tr, cc.rt.RolloutID)
+	}
+	start := time.Now()
+	added, reset, err := rl.follow.Refresh(ctx)
+	p.metrics.storeLatency.WithLabelValues("read").Observe(time.Since(start).Seconds())
+	if err != nil {
+		rl.follow = nil
+		cc.decision = lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}
+		cc.log.Warn("reading the rollout for parent resolution failed", "err", err)
+		return
+	}
+	if reset || (first && rl.indexesGone(added)) {
+		// The records file is not the one indexed (the rollout was deleted
+		// and its id reused): stale nodes would resolve to calls that no
+		// longer exist, so the index is rebuilt from the store.
+		rl.index, rl.indexed = lineage.NewIndex(), map[string]struct{}{}
+	}
+	for _, e := range added {
+		if err := rl.add(e); err != nil {
+			cc.log.Warn("indexing a stored entry failed", "entry_call_id", e.ModelCallID, "err", err)
+		}
+	}
+	cc.decision = rl.index.Resolve(cc.items, func(callID string) ([]int, error) {
+		return rl.follow.Cumulative(ctx, callID)
+	})
+	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
+}
+
 // beginError is a failed begin_call: the model call fails before generation.
 type beginError struct {
 	rolloutID string
@@ -254,7 +297,8 @@ type beginError struct {
 func (e *beginError) Error() string { return "registering the call intent failed: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
 
-// begin resolves the parent and registers the call intent (§3.3 steps 1–3).
+// begin resolves the parent and registers the call intent (steps 1–2 of
+// docs/capture-path.md#one-captured-call-in-order).
 func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	if !cc.capture {
 		return nil
@@ -272,7 +316,7 @@ func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 }
 
 // markIncomplete marks the rollout incomplete; its own errors are logged and
-// swallowed (§3.5 step 8).
+// swallowed (docs/capture-path.md#failures).
 func (p *Proxy) markIncomplete(ctx context.Context, cc *callCtx, reason string, cause error) {
 	p.metrics.incomplete.WithLabelValues(reason).Inc()
 	cc.log.Warn("rollout marked incomplete", "reason", reason, "err", cause)
@@ -285,7 +329,7 @@ func (p *Proxy) markIncomplete(ctx context.Context, cc *callCtx, reason string, 
 	}
 }
 
-// prepareUpstream adds the token-information fields (§3.4) on the capture
+// prepareUpstream adds the token-information fields (docs/record.md#reading-tokens-from-a-served-reply) on the capture
 // path and applies the sampling pin on every engine-bound request.
 func (p *Proxy) prepareUpstream(cc *callCtx, out map[string]any, completions bool) {
 	if cc.capture {
@@ -392,7 +436,7 @@ func (p *Proxy) tokenizeReq(ctx context.Context, req *rawObject, body map[string
 }
 
 // commit extracts, stamps, validates and puts the record of one captured
-// call (§3.5). It never fails the model call: every failure marks the
+// call (docs/capture-path.md#failures). It never fails the model call: every failure marks the
 // rollout incomplete.
 func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any, tokErr error) {
 	if !cc.capture {
@@ -420,8 +464,8 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	p.metrics.storeLatency.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	p.forget(cc.rt.RolloutID, err)
 	if errors.Is(err, store.ErrFrozen) {
-		// Newest line (§3.5 step 10): the rollout was frozen meanwhile; the
-		// record is dropped without marking.
+		// The rollout was frozen meanwhile: the record is dropped without
+		// marking, as Gym's newest line does (docs/capture-path.md#failures).
 		cc.log.Warn("rollout frozen before the record was written; record dropped", "err", err)
 		return
 	}

@@ -1,7 +1,7 @@
 // Package proxy is the training-token capture proxy that sits between an agent
 // harness and a vLLM server.
 //
-// It routes three URL shapes (capture contract §3.1):
+// It routes three URL shapes (docs/capture-path.md#the-url-prefix):
 //
 //	/ng-rollout/<id>/training-token-capture/<api path>  training capture
 //	/ng-rollout/<id>/<api path>                         call summary only (a log line and metrics, no tokens)
@@ -19,23 +19,26 @@
 // client gets a synthetic stream of it. Client JSON the proxy re-sends keeps
 // its key order (docs/argument-order.md).
 //
-// Choices where the contract leaves room (each is also noted where it is made):
+// Choices where NeMo Gym's versions differ or leave room (each is also noted
+// where it is made):
 //
 //   - Token fields are stripped from every reply on the capture path, streaming
-//     or not (contract Q4: the Python server strips them only for Anthropic and
-//     chat streaming). The record already holds them.
+//     or not (the Python server strips them only for Anthropic and chat
+//     streaming). The record already holds them.
 //   - Non-generating routes under the training prefix (HEAD probes, GET
 //     /v1/models, POST /v1/messages/count_tokens, /health) are answered and never
 //     mark the rollout incomplete; an unknown path answers 404 and marks nothing
-//     (the newest behaviour of contract Q5).
+//     (Gym's newest behaviour; docs/capture-path.md#the-url-prefix).
 //   - The Messages reply reuses the captured Responses id (resp_<32 hex>) as its
-//     message id (contract Q11, L3 behaviour).
+//     message id (Gym's newest behaviour; older versions mint a fresh msg_ id),
+//     so every dialect's client holds the recorded response_id.
 //   - An upstream error (non-2xx, unreachable, cut or unreadable reply) reaches
 //     the client with the upstream status (502 when there is none) and, for
 //     the OpenAI dialects, the upstream body as is; the Messages route wraps
 //     the upstream message in Anthropic's error envelope so that Claude Code
 //     retries as it does against Anthropic. The rollout is marked incomplete
-//     explicitly, on top of the dangling intent that §3.7 relies on.
+//     explicitly, on top of the dangling intent a freeze already counts as lost
+//     (docs/capture-path.md#failures).
 //   - Retries: a resent identical body is a new call (new model_call_id) that
 //     resolves to the same parent as the first attempt, i.e. a retry sibling
 //     for the builder. A retry marks nothing; after a 5xx the rollout is
@@ -43,7 +46,7 @@
 //     record). After a buffered stream the client cut, the first attempt was
 //     already recorded (capture completes before the reply is written), so
 //     the resend is a sibling; for a first call that means two roots, which
-//     the consumer masks unless attributed (contract §10 row 5d). A
+//     the consumer masks unless attributed (row 5d of docs/scenarios.md). A
 //     pass-through stream cut before its end records nothing for that
 //     attempt and marks the rollout incomplete.
 //   - Refused calls (rollout frozen or retired, invalid id, store not

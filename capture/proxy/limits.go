@@ -97,6 +97,18 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	return l, nil
 }
 
+// DefaultOpenRollouts is how many idle rollouts a file store in front of
+// this proxy may keep descriptors for (three each): a twelfth of the
+// descriptor limit, between 4 and 256, so that the store's descriptors and
+// the connection limit's half of them fit together.
+func DefaultOpenRollouts() int {
+	nofile := openFileLimit()
+	if nofile == 0 {
+		return 256
+	}
+	return min(256, max(4, int(nofile/12)))
+}
+
 // defaultMaxConnections keeps client connections to half the descriptors,
 // so that a flood of them cannot starve the upstream and the store.
 func defaultMaxConnections(nofile uint64) int {

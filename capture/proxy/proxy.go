@@ -166,6 +166,9 @@ func New(opts Options) (*Proxy, error) {
 	if p.metrics, err = newMetrics(p.registry); err != nil {
 		return nil, fmt.Errorf("proxy: registering metrics: %w", err)
 	}
+	if err = registerDiskMetrics(p.registry, opts.Store); err != nil {
+		return nil, fmt.Errorf("proxy: registering metrics: %w", err)
+	}
 	if err := p.harden(); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@ package proxy
 
 import "strings"
 
-// Path segments of the rollout-correlated URL grammar (contract §3.1).
+// Path segments of the rollout-correlated URL grammar (docs/capture-path.md#the-url-prefix).
 const (
 	rolloutSegment  = "ng-rollout"
 	trainingSegment = "training-token-capture"
@@ -43,6 +43,6 @@ func splitRoute(path string) route {
 		return route{RolloutID: id, Training: true, APIPath: after}
 	}
 	// "/ng-rollout/<id>/training-token-capture" with nothing after it: the
-	// segment is the remainder itself (§3.1), not a capture request.
+	// segment is the remainder itself (docs/capture-path.md#the-url-prefix), not a capture request.
 	return route{RolloutID: id, APIPath: remainder}
 }

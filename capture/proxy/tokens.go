@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Token keys of a carrier item (contract §1.5).
+// Token keys of a carrier item (docs/record.md#reading-tokens-from-a-served-reply).
 const (
 	keyPromptIDs     = "prompt_token_ids"
 	keyGenerationIDs = "generation_token_ids"
@@ -34,7 +34,7 @@ type tokenInfo struct {
 type tokenizeFunc func(ctx context.Context, body map[string]any) ([]int, error)
 
 // readChatTokens reads token ids and log-probs from a chat completion in the
-// precedence of contract §3.4: a token bundle on the message, else the engine
+// order of docs/record.md#reading-tokens-from-a-served-reply: a token bundle on the message, else the engine
 // transport fields (logprobs with token_id:<n> strings, return_token_ids
 // arrays, or /tokenize for the prompt).
 func readChatTokens(ctx context.Context, resp, outbound map[string]any, tokenize tokenizeFunc) (*tokenInfo, error) {
@@ -202,7 +202,7 @@ func hasAnyTokenKey(m map[string]any) bool {
 }
 
 // parseTokenIDString parses vLLM's "token_id:<n>". Unlike Python's lenient
-// int(), only an optional '-' and decimal digits are accepted (contract §3.4).
+// int(), only an optional '-' and decimal digits are accepted (docs/record.md).
 func parseTokenIDString(s string) (int, error) {
 	rest, ok := strings.CutPrefix(s, "token_id:")
 	if !ok {

@@ -16,8 +16,8 @@ import (
 // not a decoded JSON value.
 var ErrNotCanonical = errors.New("value has no canonical JSON form")
 
-// Canonical returns the canonical JSON encoding (contract §2.2, orjson with
-// sorted keys) of a decoded JSON value: map[string]any, []any, []Item,
+// Canonical returns the canonical JSON encoding (docs/store.md#canonical-json:
+// orjson with sorted keys) of a decoded JSON value: map[string]any, []any, []Item,
 // json.Number, float64, int kinds, string, bool, nil and json.RawMessage.
 // Other Go values are encoded through their encoding/json form first.
 // Non-finite floats are written as null, as orjson does.

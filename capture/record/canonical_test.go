@@ -114,7 +114,7 @@ var _ = Describe("Canonical", func() {
 	)
 })
 
-var _ = Describe("the §2.2 example line", func() {
+var _ = Describe("a canonical record line (docs/store.md#canonical-json)", func() {
 	It("is what MarshalCanonical writes for the example record", func() {
 		const want = `{"continuation_context_digest":"","continuation_context_len":0,"continuation_fingerprint":"","created_at":1.5,"cum_len":3,"digest":"bf99633051449f0f3248b4995a7c8468b9561d7732447341916085f12ff9ff54","fingerprint_version":null,"generation_log_probs":[-0.5],"generation_token_ids":[3],"model":"","model_call_id":"c1","output_items":[],"parent_call_id":null,"parent_resolution":"root","parent_resolution_reason":"","prefix_requested":false,"prefix_supplied":false,"prompt_is_delta":false,"prompt_token_ids":[1,2],"response_id":null,"rollout_id":"r-1","routed_experts":null,"schema_version":5,"token_item_index":null}`
 		e := &record.Entry{

@@ -69,7 +69,7 @@ func (e *Entry) AbsentFields() []string {
 }
 
 // isDefault reports whether the declared field still holds the value a
-// reader assumes when the key is absent (§1.1).
+// reader assumes when the key is absent (the "when absent" column of docs/record.md#fields).
 func (e *Entry) isDefault(key string) bool {
 	switch key {
 	case keyContextDigest:
@@ -129,7 +129,7 @@ func declaredIndex(key string) int {
 
 func isDeclared(key string) bool { return declaredIndex(key) >= 0 }
 
-// MarshalCanonical returns the record's canonical JSON (contract §2.2): every
+// MarshalCanonical returns the record's canonical JSON (docs/store.md#canonical-json): every
 // declared field plus the Extra keys, sorted, compact, without a trailing
 // newline. A non-finite log-prob or created_at is an error rather than the
 // unreadable null Python would write.
@@ -284,7 +284,7 @@ func (e *Entry) MarshalJSON() ([]byte, error) {
 }
 
 // ParseLine decodes one JSONL record (surrounding whitespace, including the
-// newline, is ignored) and validates it (§1.3).
+// newline, is ignored) and validates it (docs/record.md#validation).
 func ParseLine(line []byte) (*Entry, error) {
 	e := new(Entry)
 	if err := e.UnmarshalJSON(line); err != nil {
@@ -351,7 +351,7 @@ func (p *LineParser) Parse(line []byte) (*Entry, error) {
 
 // UnmarshalJSON decodes a record leniently, as the Python reader does:
 // integral floats and numeric strings pass as integers, absent fields take
-// the contract's defaults (a missing schema_version reads as SchemaVersion),
+// the defaults of docs/record.md#fields (a missing schema_version reads as SchemaVersion),
 // and unknown keys are kept in Extra. It does not run Validate. Token arrays
 // are read by a dedicated scanner rather than reflection.
 func (e *Entry) UnmarshalJSON(b []byte) error {

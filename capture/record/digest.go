@@ -9,14 +9,14 @@ import (
 	"maps"
 )
 
-// tokenDomain prefixes every token digest (§1.4).
+// tokenDomain prefixes every token digest (docs/record.md#digests).
 const tokenDomain = "nemo-gym-tokens"
 
 // tokenDigestFormat is the digest format version byte written after the
 // domain for non-empty sequences.
 const tokenDigestFormat = 0x01
 
-// TokenDigest is the §1.4 digest of a token-id sequence. Negative ids have no
+// TokenDigest is the token digest (docs/record.md#digests) of a token-id sequence. Negative ids have no
 // unsigned 64-bit form and are an error.
 func TokenDigest(ids []int) (string, error) {
 	h := sha256.New()
@@ -61,7 +61,7 @@ func (e *Entry) Cumulative() []int {
 
 // StampLineage sets cum_len and digest from cumulative (the record's own
 // Cumulative when nil, which a delta record refuses) and the parent verdict,
-// then re-checks §1.3 rules 5–6. On error the entry is left unchanged.
+// then re-checks the parent rules of docs/record.md#validation. On error the entry is left unchanged.
 func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string, cumulative []int) error {
 	if cumulative == nil {
 		if e.PromptIsDelta {

@@ -12,7 +12,7 @@ import (
 )
 
 var _ = Describe("TokenDigest", func() {
-	DescribeTable("matches the §1.4 vectors",
+	DescribeTable("matches the digest vectors of docs/record.md",
 		func(ids []int, want string) {
 			got, err := record.TokenDigest(ids)
 			Expect(err).NotTo(HaveOccurred())
@@ -30,7 +30,7 @@ var _ = Describe("TokenDigest", func() {
 		for i := range ids {
 			ids[i] = i * 7
 		}
-		// Independent construction of §1.4 over the whole buffer at once.
+		// Independent construction of the token digest over the whole buffer at once.
 		buf := []byte("nemo-gym-tokens\x01")
 		buf = appendUint64(buf, uint64(len(ids)))
 		for _, id := range ids {

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Token keys a served payload carries (§1.5).
+// Token keys a served payload carries (docs/record.md#reading-tokens-from-a-served-reply).
 const (
 	tokenKeyPrompt     = "prompt_token_ids"
 	tokenKeyGeneration = "generation_token_ids"
@@ -20,7 +20,7 @@ const (
 var requiredTokenKeys = [...]string{tokenKeyPrompt, tokenKeyGeneration, tokenKeyLogProbs}
 
 // ErrExtract marks a served payload whose token metadata is malformed. The
-// messages after it are the contract's exact texts.
+// messages after it are Gym's exact texts.
 var ErrExtract = errors.New("token extraction failed")
 
 // Extraction is what a served payload yields for one record. Found is false
@@ -37,8 +37,8 @@ type Extraction struct {
 }
 
 // Extract finds the token carrier of a served Chat Completions or Responses
-// payload (§1.5), builds output_items without the token keys and reads the
-// response id (§3.5 step 4). The payload is not modified; the output items
+// payload, builds output_items without the token keys and reads the
+// response id (docs/record.md#reading-tokens-from-a-served-reply). The payload is not modified; the output items
 // are deep copies.
 //
 // Decode the payload with json.Decoder.UseNumber: items and routed_experts

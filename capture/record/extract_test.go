@@ -20,7 +20,7 @@ func payload(text string) map[string]any {
 }
 
 var _ = Describe("Extract", func() {
-	It("reads the §1.5 chat example", func() {
+	It("reads a chat reply's token bundle", func() {
 		p := payload(`{"id":"chatcmpl-42","model":"pol","choices":[{"index":0,"message":{
 			"role":"assistant","content":"hi",
 			"prompt_token_ids":[1,2],"generation_token_ids":[3],"generation_log_probs":[-0.5]}}]}`)
@@ -80,7 +80,7 @@ var _ = Describe("Extract", func() {
 		Expect(x.Found).To(BeFalse())
 	})
 
-	DescribeTable("fails with the contract's messages",
+	DescribeTable("fails with Gym's messages",
 		func(text, message string) {
 			x, err := record.Extract(payload(text))
 			Expect(err).To(MatchError(record.ErrExtract))

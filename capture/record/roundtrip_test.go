@@ -140,7 +140,7 @@ var _ = Describe("re-encoding Gym-written lines", func() {
 var _ = Describe("decoding", func() {
 	const minimal = `{"rollout_id":"r","model_call_id":"c","prompt_token_ids":[1,2],"generation_token_ids":[3],"generation_log_probs":[-0.5]}`
 
-	It("applies the contract defaults to absent fields", func() {
+	It("applies the documented defaults to absent fields", func() {
 		e, err := record.ParseLine([]byte(minimal))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(e.SchemaVersion).To(Equal(record.SchemaVersion))

@@ -13,8 +13,8 @@ var (
 	ErrSchemaTooOld = errors.New("token record schema is below the supported minimum")
 )
 
-// Validate applies the §1.3 rules in the contract's order and returns the
-// first failure.
+// Validate applies the rules of docs/record.md#validation in their order and
+// returns the first failure.
 func (e *Entry) Validate() error {
 	if e.SchemaVersion > SchemaVersion {
 		return fmt.Errorf("%w: %w: schema_version %d, this reader understands up to %d",
@@ -42,7 +42,9 @@ func (e *Entry) Validate() error {
 	return nil
 }
 
-// checkParentRules is §1.3 rules 5 and 6.
+// checkParentRules are the parent rules of docs/record.md#validation: a
+// resolved record names its parent, a root or unresolved one does not, and a
+// delta prompt needs a resolved parent.
 func checkParentRules(res *Resolution, parent *string) error {
 	if res == nil {
 		return nil

@@ -28,7 +28,7 @@ var _ = Describe("Validate", func() {
 		}
 	})
 
-	DescribeTable("applies the §1.3 rules in order",
+	DescribeTable("applies the validation rules in order",
 		func(mutate func(*record.Entry), sentinel error, mention string) {
 			e := validEntry()
 			mutate(e)

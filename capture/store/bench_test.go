@@ -3,9 +3,16 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
@@ -43,6 +50,11 @@ func newBenchStore(b *testing.B, opts []store.FileOption) *store.FileStore {
 	return s
 }
 
+// gymPutsPerSec64 is NeMo Gym's Python store with 64 rollouts written at
+// once, small entries, as measured on this machine kind (the lower end of
+// 1.4-1.6k puts/s; no Gym checkout is available to run it side by side).
+const gymPutsPerSec64 = 1400
+
 // BenchmarkPut puts b.N records spread over R rollouts written concurrently
 // (one goroutine per rollout).
 func BenchmarkPut(b *testing.B) {
@@ -73,7 +85,17 @@ func BenchmarkPut(b *testing.B) {
 					}()
 				}
 				wg.Wait()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "puts/s")
+				rate := float64(b.N) / time.Since(start).Seconds()
+				b.StopTimer()
+				// The peer in the same run: one bare write+fdatasync per
+				// put on as many open files (half of syncFloor's pair).
+				floor := 2 * syncFloor(b, rollouts, max(b.N/2, rollouts))
+				b.ReportMetric(rate, "puts/s")
+				b.ReportMetric(floor, "floor-puts/s")
+				b.ReportMetric(rate/floor, "of-floor")
+				if rollouts == 64 {
+					b.ReportMetric(rate/gymPutsPerSec64, "x-gym")
+				}
 			})
 		}
 	}
@@ -162,4 +184,251 @@ func BenchmarkRollout200x32k(b *testing.B) {
 			b.ReportMetric(freezeTime.Seconds()/float64(b.N), "freeze-s")
 		})
 	}
+}
+
+// BenchmarkCall is one captured call as the proxy makes it: begin_call, then
+// put (two durable appends), with R rollouts written at once and K calls per
+// rollout before the writer moves to a new rollout (so K=1 creates the
+// rollout's files on every call). The peer, measured in the same run, is the
+// floor: two bare write+fdatasync appends per call to R already-open files.
+func BenchmarkCall(b *testing.B) {
+	for _, rollouts := range []int{1, 16, 64} {
+		for _, perRollout := range []int{1, 50} {
+			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", rollouts, perRollout), func(b *testing.B) {
+				s := newBenchStore(b, nil)
+				ctx := context.Background()
+				n := max(b.N, rollouts)
+				floor := syncFloor(b, rollouts, n)
+				b.ResetTimer()
+				start := time.Now()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for r := range rollouts {
+					wg.Go(func() {
+						for j := 0; ; j++ {
+							i := int(next.Add(1) - 1)
+							if i >= n {
+								return
+							}
+							id := fmt.Sprintf("roll-%d-%d", r, j/perRollout)
+							e := benchEntry(id, i)
+							if err := s.BeginCall(ctx, id, e.ModelCallID); err != nil {
+								b.Error(err)
+								return
+							}
+							if err := s.Put(ctx, e); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				rate := float64(n) / time.Since(start).Seconds()
+				b.ReportMetric(rate, "calls/s")
+				b.ReportMetric(floor, "floor-calls/s")
+				b.ReportMetric(rate/floor, "of-floor")
+			})
+		}
+	}
+}
+
+// syncFloor is the calls/s of two bare 2 KB write+fdatasync appends per call
+// on c open files at once.
+func syncFloor(b *testing.B, c, n int) float64 {
+	dir := b.TempDir()
+	line := make([]byte, 2048)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range c {
+		wg.Go(func() {
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(w)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer f.Close()
+			for next.Add(1) <= int64(n) {
+				for range 2 {
+					if _, err := f.Write(line); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := unix.Fdatasync(int(f.Fd())); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// BenchmarkResolveRead200x32k is the read a request-time parent resolution
+// makes at the last call of one rollout of 200 calls with prompts growing to
+// 32k tokens (about 22 MB written): the whole rollout (ReadEntries, what the
+// proxy read per call before) against a follower that read the first 199
+// calls earlier and now reads the one new line plus the parent's line.
+func BenchmarkResolveRead200x32k(b *testing.B) {
+	const calls, maxPrompt, genLen = 200, 32768, 128
+	s := newBenchStore(b, nil)
+	ctx := context.Background()
+	var last *record.Entry
+	for i := range calls {
+		gen := make([]int, genLen)
+		for j := range gen {
+			gen[j] = 1000 + (i*genLen+j)%150000
+		}
+		e := newEntry("long", fmt.Sprintf("call-%03d", i), gen...)
+		e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
+		for j := range e.PromptTokenIDs {
+			e.PromptTokenIDs[j] = 100 + (j*7)%150000
+		}
+		e.CumLen, e.Digest = nil, nil
+		if i == calls-1 {
+			last = e
+			break
+		}
+		if err := s.Put(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("whole-rollout", func(b *testing.B) {
+		for b.Loop() {
+			es, err := s.ReadEntries(ctx, "long")
+			if err != nil || len(es) != calls-1 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("follower", func(b *testing.B) {
+		f := store.NewFollower(s, "long")
+		if _, _, err := f.Refresh(ctx); err != nil {
+			b.Fatal(err)
+		}
+		prev := fmt.Sprintf("call-%03d", calls-2)
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			e := last.Clone()
+			e.ModelCallID = fmt.Sprintf("extra-%06d", i)
+			i++
+			if err := s.Put(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			added, _, err := f.Refresh(ctx)
+			if err != nil || len(added) != 1 {
+				b.Fatal(err)
+			}
+			if _, err := f.Cumulative(ctx, prev); err != nil {
+				b.Fatal(err)
+			}
+			prev = e.ModelCallID
+		}
+	})
+}
+
+// BenchmarkRetireSweep is the consumer side's clean-up over N rollouts of one
+// record each: retiring every frozen rollout (drop), sweeping the tombstones,
+// and a sweep of a directory of N live rollouts with nothing to sweep (what a
+// periodic sweep costs a busy directory). CAPBENCH_BENCH_ROLLOUTS sets N
+// (default 2000). One op is the whole sequence.
+func BenchmarkRetireSweep(b *testing.B) {
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	var drop, sweep, idle time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := newBenchStore(b, nil)
+		live := newBenchStore(b, nil)
+		snaps := make([]*store.Snapshot, n)
+		for i := range n {
+			for _, st := range []*store.FileStore{s, live} {
+				if err := st.Put(ctx, benchEntry(fmt.Sprintf("r%05d", i), i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			snap, err := s.Freeze(ctx, fmt.Sprintf("r%05d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			snaps[i] = snap
+		}
+		_ = live.Close()
+		b.StartTimer()
+		start := time.Now()
+		for i, snap := range snaps {
+			if ok, err := s.Drop(ctx, fmt.Sprintf("r%05d", i), snap.SnapshotID, snap.Version); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		drop += time.Since(start)
+		start = time.Now()
+		if got, err := s.SweepRetired(ctx, 0); err != nil || got != n {
+			b.Fatal(got, err)
+		}
+		sweep += time.Since(start)
+		start = time.Now()
+		if got, err := live.SweepRetired(ctx, 0); err != nil || got != 0 {
+			b.Fatal(got, err)
+		}
+		idle += time.Since(start)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*n) }
+	b.ReportMetric(per(drop), "drop-µs/rollout")
+	b.ReportMetric(per(sweep), "sweep-µs/rollout")
+	b.ReportMetric(per(idle), "idle-sweep-µs/rollout")
+}
+
+// BenchmarkManyRollouts writes N rollouts of one call each (begin_call +
+// put), as a long-running proxy does, and reports the heap the store still
+// holds per rollout ever written (after a GC) and how long Close takes.
+// CAPBENCH_BENCH_ROLLOUTS sets N (default 5000).
+func BenchmarkManyRollouts(b *testing.B) {
+	n := 5000
+	if v, err := strconv.Atoi(os.Getenv("CAPBENCH_BENCH_ROLLOUTS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	var heap float64
+	var closeTime time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := newBenchStore(b, nil)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		for i := range n {
+			id := fmt.Sprintf("many-%06d", i)
+			e := benchEntry(id, i)
+			if err := s.BeginCall(ctx, id, e.ModelCallID); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Put(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap += (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+		start := time.Now()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		closeTime += time.Since(start)
+		runtime.KeepAlive(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(heap/float64(b.N), "heap-B/rollout")
+	b.ReportMetric(closeTime.Seconds()/float64(b.N), "close-s")
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,19 +10,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/capbench/capbench/capture/record"
 )
 
-// File name suffixes of one rollout (contract §2.1).
+// File name suffixes of one rollout (docs/store.md#files-per-rollout).
 const (
 	suffixJSONL      = ".tokens.jsonl"
 	suffixState      = ".tokens.state.json"
@@ -44,9 +49,20 @@ const (
 type FileStore struct {
 	dir           string
 	stateEveryPut bool
+	tailChunk     int // bytes reconciliation reads at once; 0 means tailChunkBytes
+	log           *slog.Logger
 
 	mu    sync.Mutex
 	slots map[string]*slot
+	// idle lists the slots no operation holds, most recently used first
+	// (guarded by mu). At most maxIdle are kept, so memory and open
+	// descriptors stay flat however many rollouts the store has written.
+	idle      list.List
+	maxIdle   int
+	idleFlush time.Duration
+	lastSweep time.Time // guarded by mu; last scan for slots idle past idleFlush
+
+	writeFailures, diskFull atomic.Uint64
 
 	readBuf []byte // guarded by mu; see takeReadBuffer
 }
@@ -60,7 +76,7 @@ type FileOption func(*FileStore)
 // Without it (the default) a put that needs no reconciliation leaves the
 // state file as it was: the JSONL is fsynced before put returns, and the
 // state is only an index that any reader rebuilds from the JSONL tail with
-// the same version arithmetic (+1 per recovered line, contract §2.6), so Gym
+// the same version arithmetic (+1 per recovered line, docs/store.md#crash-recovery), so Gym
 // and other Go processes see the same versions either way. Lifecycle
 // transitions (conflict, mark, freeze, drop) always write the state durably,
 // and Close writes any state still pending.
@@ -68,11 +84,42 @@ func WithStateWriteEveryPut() FileOption {
 	return func(s *FileStore) { s.stateEveryPut = true }
 }
 
-// slot is the in-process side of one rollout: its mutex and cached state.
+// WithLogger sets where the store's warnings go (default slog.Default()).
+func WithLogger(l *slog.Logger) FileOption {
+	return func(s *FileStore) { s.log = l }
+}
+
+// WithMaxIdleRollouts bounds how many rollouts no operation is using the
+// store keeps state and descriptors for (default 256). The least recently
+// used beyond it are forgotten: a pending (lazy) state is not written, which
+// loses nothing, because the JSONL is the record and any reader rebuilds the
+// index from its tail (see docs/store.md).
+func WithMaxIdleRollouts(n int) FileOption {
+	return func(s *FileStore) { s.maxIdle = n }
+}
+
+// WithIdleFlush sets how long a rollout goes unused before its pending state
+// is written and its slot forgotten (default 30 s).
+func WithIdleFlush(d time.Duration) FileOption {
+	return func(s *FileStore) { s.idleFlush = d }
+}
+
+const (
+	defaultMaxIdle   = 256
+	defaultIdleFlush = 30 * time.Second
+)
+
+// slot is the in-process side of one rollout: its mutex, cached state and
+// open descriptors.
 type slot struct {
+	id    string
 	mu    sync.RWMutex
 	refs  int // guarded by FileStore.mu
 	cache *stateCache
+	files openFiles // used and changed only under mu held exclusively
+
+	elem     *list.Element // in FileStore.idle while refs == 0; guarded by FileStore.mu
+	lastUsed time.Time     // guarded by FileStore.mu
 }
 
 type stateCache struct {
@@ -100,7 +147,7 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if dir == "" {
 		return nil, errors.New("store: directory must not be empty")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("store: create directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
@@ -110,16 +157,21 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("store: %s is not a directory", dir)
 	}
-	probe, err := os.CreateTemp(dir, ".tokens-probe-*")
-	if err != nil {
+	// access(2), not a probe file: creating and removing a file costs a
+	// cold `capbench verdict` more than reading the rollout's first lines.
+	// It also reports a read-only mount (EROFS).
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
 	}
-	_ = probe.Close()
-	_ = os.Remove(probe.Name())
-	s := &FileStore{dir: dir, slots: map[string]*slot{}}
+	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.warnIfShared(fi)
+	s.removeStaleTemps()
 	return s, nil
 }
 
@@ -135,7 +187,7 @@ type held struct {
 	s         *FileStore
 	id        string
 	sl        *slot
-	lk        *fileLock
+	lk        *appender
 	exclusive bool
 }
 
@@ -149,17 +201,26 @@ func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held,
 	s.mu.Lock()
 	sl := s.slots[id]
 	if sl == nil {
-		sl = &slot{}
+		sl = &slot{id: id}
 		s.slots[id] = sl
+	}
+	if sl.elem != nil {
+		s.idle.Remove(sl.elem)
+		sl.elem = nil
 	}
 	sl.refs++
 	s.mu.Unlock()
+	// An exclusive holder locks through the slot's kept descriptor; shared
+	// holders run at once, so each needs a descriptor (and a flock) of its
+	// own.
+	var cached *appender
 	if exclusive {
 		sl.mu.Lock()
+		cached, sl.files.lock = sl.files.lock, nil
 	} else {
 		sl.mu.RLock()
 	}
-	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive)
+	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive, cached)
 	if err != nil {
 		h := &held{s: s, id: id, sl: sl, exclusive: exclusive}
 		h.unlock()
@@ -173,25 +234,121 @@ func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held,
 // run does not keep every finished rollout's index in memory.
 func (h *held) unlock() {
 	if h.lk != nil {
-		h.lk.release()
+		release(h.lk, h.exclusive)
+		if h.exclusive {
+			h.sl.files.lock = h.lk
+		}
 	}
 	c := h.sl.cache
 	evict := c == nil || (!c.dirty && (c.st.Frozen || c.st.Retired))
-	h.s.mu.Lock()
+	s := h.s
+	s.mu.Lock()
 	h.sl.refs--
-	if h.sl.refs == 0 && evict && h.s.slots[h.id] == h.sl {
-		delete(h.s.slots, h.id)
+	var victims []*slot
+	if h.sl.refs == 0 && s.slots[h.id] == h.sl {
+		if evict && h.exclusive {
+			delete(s.slots, h.id)
+			victims = append(victims, h.sl)
+		} else {
+			h.sl.lastUsed = time.Now()
+			h.sl.elem = s.idle.PushFront(h.sl)
+			victims = s.trimIdle(victims)
+		}
 	}
-	h.s.mu.Unlock()
+	idleScan := s.idleFlush > 0 && time.Since(s.lastSweep) >= min(s.idleFlush, time.Second)
+	if idleScan {
+		s.lastSweep = time.Now()
+	}
+	s.mu.Unlock()
 	if h.exclusive {
 		h.sl.mu.Unlock()
 	} else {
 		h.sl.mu.RUnlock()
 	}
+	// Victims are unreachable (unmapped, no holder): nobody else can
+	// touch their descriptors.
+	for _, v := range victims {
+		v.files.close()
+	}
+	if idleScan {
+		s.flushIdle()
+	}
 }
 
+// trimIdle forgets the least recently used idle slots beyond maxIdle.
+// Caller holds s.mu.
+func (s *FileStore) trimIdle(victims []*slot) []*slot {
+	for s.idle.Len() > max(s.maxIdle, 0) {
+		v := s.idle.Remove(s.idle.Back()).(*slot)
+		v.elem = nil
+		s.unmap(v)
+		victims = append(victims, v)
+	}
+	return victims
+}
+
+// unmap removes an idle slot from the map. Caller holds s.mu.
+func (s *FileStore) unmap(v *slot) {
+	if s.slots[v.id] == v {
+		delete(s.slots, v.id)
+	}
+}
+
+// flushIdle writes the pending state of rollouts unused for idleFlush and
+// forgets them, so a rollout that went quiet leaves a directory that needs
+// no reconciliation, and Close has little left to do.
+func (s *FileStore) flushIdle() {
+	cutoff := time.Now().Add(-s.idleFlush)
+	var victims []*slot
+	s.mu.Lock()
+	for e := s.idle.Back(); e != nil; {
+		v := e.Value.(*slot)
+		if v.lastUsed.After(cutoff) {
+			break
+		}
+		prev := e.Prev()
+		s.idle.Remove(e)
+		v.elem = nil
+		s.unmap(v)
+		victims = append(victims, v)
+		e = prev
+	}
+	s.mu.Unlock()
+	for _, v := range victims {
+		if err := s.writePending(v); err != nil {
+			s.log.Warn("writing an idle rollout's state failed; readers rebuild it from the records", "rollout_id", v.id, "err", err)
+		}
+		v.files.close()
+	}
+}
+
+// writePending writes an unreachable slot's pending state under the
+// rollout's flock, if the files are still as the slot left them.
+func (s *FileStore) writePending(v *slot) error {
+	c := v.cache
+	if c == nil || !c.dirty {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	cached := v.files.lock
+	v.files.lock = nil
+	lk, err := acquireFileLock(ctx, s.path(v.id, suffixLock), true, cached)
+	if err != nil {
+		return err
+	}
+	defer release(lk, false)
+	key, err := s.currentKey(v.id)
+	if err != nil || key != c.key {
+		return err
+	}
+	return s.writeState(v.id, c.st, false)
+}
+
+// statFile is the key of path itself (a planted link is not followed: its
+// key never matches a descriptor the store opened).
 func statFile(path string) (statKey, error) {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return statKey{}, nil
 	}
@@ -242,7 +399,7 @@ func (h *held) load() (*State, filesKey, error) {
 }
 
 func (s *FileStore) readStateFile(id string) (State, error) {
-	data, err := os.ReadFile(s.path(id, suffixState))
+	data, err := readRegular(s.path(id, suffixState))
 	if errors.Is(err, os.ErrNotExist) {
 		return newState(), nil
 	}
@@ -295,7 +452,7 @@ func (s *FileStore) writeState(id string, st *State, durable bool) error {
 	b = append(b, '\n')
 	f, err := os.CreateTemp(s.dir, stateTempPattern)
 	if err != nil {
-		return fmt.Errorf("store: state temp file: %w", err)
+		return s.failed(&WriteError{Path: s.dir, Op: "create a state temp file in", Err: err})
 	}
 	tmp := f.Name()
 	ok := false
@@ -306,19 +463,19 @@ func (s *FileStore) writeState(id string, st *State, durable bool) error {
 	}()
 	if _, err := f.Write(b); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("store: write state: %w", err)
+		return s.failed(&WriteError{Path: tmp, Op: "write state to", Err: err})
 	}
 	if durable {
 		if err := f.Sync(); err != nil {
 			_ = f.Close()
-			return fmt.Errorf("store: fsync state: %w", err)
+			return s.failed(&WriteError{Path: tmp, Op: "fsync state", Err: err})
 		}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("store: close state: %w", err)
+		return s.failed(&WriteError{Path: tmp, Op: "close state", Err: err})
 	}
 	if err := os.Rename(tmp, s.path(id, suffixState)); err != nil {
-		return fmt.Errorf("store: rename state: %w", err)
+		return s.failed(&WriteError{Path: s.path(id, suffixState), Op: "rename state to", Err: err})
 	}
 	ok = true
 	if durable {
@@ -339,30 +496,20 @@ func (s *FileStore) syncDir() error {
 	return nil
 }
 
-// appendLine appends data to path and fsyncs it. If the write fails part-way
-// the file is truncated back, so nothing half-written stays behind.
-func appendLine(path string, data []byte) (statKey, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// appendLine appends data to path through a descriptor of its own and
+// fsyncs it (for the rare appends that need no kept descriptor).
+func (s *FileStore) appendLine(path string, data []byte) (statKey, error) {
+	cur, err := statFile(path)
 	if err != nil {
-		return statKey{}, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+		return statKey{}, err
 	}
-	defer f.Close()
-	before, err := f.Stat()
-	if err != nil {
-		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Truncate(before.Size())
-		return statKey{}, fmt.Errorf("store: append to %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		return statKey{}, fmt.Errorf("store: fsync %s: %w", filepath.Base(path), err)
-	}
-	after, err := f.Stat()
-	if err != nil {
-		return statKey{}, fmt.Errorf("store: stat %s: %w", filepath.Base(path), err)
-	}
-	return keyOf(after), nil
+	var a *appender
+	defer func() {
+		if a != nil {
+			_ = a.f.Close()
+		}
+	}()
+	return s.appendTo(&a, path, cur, data)
 }
 
 // trimLine strips what Python's bytes.strip strips (ASCII whitespace only).
@@ -385,7 +532,7 @@ type reconciled struct {
 	entries []*record.Entry
 }
 
-// reconcile brings st's index up to the JSONL tail (contract §2.6). When
+// reconcile brings st's index up to the JSONL tail (docs/store.md#crash-recovery). When
 // repair is false nothing is written (used by State); otherwise a torn tail
 // is truncated and a conflicting durable payload is recorded durably. It
 // also returns the entries of the tail it read (nil when it read nothing),
@@ -403,71 +550,89 @@ func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool
 		return false, nil, nil
 	}
 	path := s.path(id, suffixJSONL)
-	tail := []byte{}
-	if jsonlSize > 0 {
-		f, err := os.Open(path)
-		if err != nil {
-			return false, nil, fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
-		}
-		tail = make([]byte, jsonlSize-st.IndexedSize)
-		_, err = f.ReadAt(tail, st.IndexedSize)
-		_ = f.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, nil, fmt.Errorf("store: read %s: %w", filepath.Base(path), err)
-		}
-	}
 	read := &reconciled{from: st.IndexedSize}
-	var parser record.LineParser
-	pending := map[string]string{}
-	recovered := 0
-	newSize := jsonlSize
-	for pos, rest := st.IndexedSize, tail; len(rest) > 0; {
-		line, next := nextLine(rest)
-		lineStart := pos
-		pos += int64(len(rest) - len(next))
-		rest = next
-		payload := trimLine(line)
-		if len(payload) == 0 {
-			continue
-		}
-		e, err := parser.Parse(payload)
-		if err != nil && !json.Valid(payload) {
-			if len(trimLine(rest)) > 0 {
-				return false, nil, fmt.Errorf("%w: %s: line at byte %d is not JSON and more content follows it",
-					ErrCorrupt, id, lineStart)
-			}
-			// A torn tail: the write that produced it never returned, so no
-			// caller was told it was stored.
-			newSize = lineStart
-			if repair {
-				if err := truncateSync(path, newSize); err != nil {
-					return false, nil, err
-				}
-			}
-			break
-		}
-		if err != nil {
-			return false, nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, lineStart, err)
-		}
-		digest := record.EntryDigest(payload)
-		existing, ok := pending[e.ModelCallID]
-		if !ok {
-			existing, ok = st.EntryDigests[e.ModelCallID]
-		}
-		if ok && existing != digest {
-			if repair {
-				st.Incomplete = true
-				st.Version++
-				if err := s.writeState(id, st, true); err != nil {
-					return false, nil, err
-				}
-			}
-			return false, nil, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
-		}
-		pending[e.ModelCallID] = digest
-		read.entries = append(read.entries, e)
-		recovered++
+	chunk := s.tailChunk
+	if chunk <= 0 {
+		chunk = tailChunkBytes
 	}
+	tr, err := openTail(path, st.IndexedSize, jsonlSize, chunk)
+	if err != nil {
+		return false, nil, err
+	}
+	defer tr.close()
+	var parser record.LineParser
+	newSize := jsonlSize
+	var stop error // the parse failure that ends the tail, if any
+	pending := map[string]string{}
+	// The tail is read in chunks of whole lines, so a cold 21 MB rollout
+	// never sits in memory whole; each chunk's digests are computed while it
+	// is parsed. Conflicts are checked in file order over the lines before
+	// the first failure, so the first problem in the file is the one
+	// reported, as a single pass would.
+	for done := false; !done && stop == nil; {
+		lines, last, err := tr.next()
+		if err != nil {
+			return false, nil, err
+		}
+		done = last
+		digests := hashLines(lines)
+		parsed := 0
+		for i, l := range lines {
+			e, err := parser.Parse(l.payload)
+			if err != nil && !json.Valid(l.payload) {
+				follows := i+1 < len(lines)
+				if !follows && !last {
+					if follows, err = tr.restHasContent(); err != nil {
+						return false, nil, err
+					}
+				}
+				if follows {
+					stop = fmt.Errorf("%w: %s: line at byte %d is not JSON and more content follows it",
+						ErrCorrupt, id, l.start)
+					break
+				}
+				// A torn tail: the write that produced it never returned, so
+				// no caller was told it was stored.
+				newSize = l.start
+				done = true
+				break
+			}
+			if err != nil {
+				stop = fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, l.start, err)
+				break
+			}
+			read.entries = append(read.entries, e)
+			parsed++
+		}
+		digs := digests()
+		for i, e := range read.entries[len(read.entries)-parsed:] {
+			digest := digs[i]
+			existing, ok := pending[e.ModelCallID]
+			if !ok {
+				existing, ok = st.EntryDigests[e.ModelCallID]
+			}
+			if ok && existing != digest {
+				if repair {
+					st.Incomplete = true
+					st.Version++
+					if err := s.writeState(id, st, true); err != nil {
+						return false, nil, err
+					}
+				}
+				return false, nil, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
+			}
+			pending[e.ModelCallID] = digest
+		}
+	}
+	if stop != nil {
+		return false, nil, stop
+	}
+	if newSize != jsonlSize && repair {
+		if err := truncateSync(path, newSize); err != nil {
+			return false, nil, err
+		}
+	}
+	recovered := len(read.entries)
 	for k, v := range pending {
 		st.EntryDigests[k] = v
 	}
@@ -480,10 +645,181 @@ func (s *FileStore) reconcile(id string, st *State, jsonlSize int64, repair bool
 	return true, read, nil
 }
 
-func truncateSync(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+// tailLine is one non-blank line of a JSONL tail: its payload (trimmed as
+// Python's bytes.strip trims) and the file offset the line starts at.
+type tailLine struct {
+	payload []byte
+	start   int64
+}
+
+// splitLines cuts a tail read from file offset base into its non-blank lines.
+func splitLines(tail []byte, base int64) []tailLine {
+	var out []tailLine
+	for pos, rest := base, tail; len(rest) > 0; {
+		line, next := nextLine(rest)
+		start := pos
+		pos += int64(len(rest) - len(next))
+		rest = next
+		if payload := trimLine(line); len(payload) > 0 {
+			out = append(out, tailLine{payload: payload, start: start})
+		}
+	}
+	return out
+}
+
+// tailChunkBytes is how much of a JSONL tail reconciliation reads at once
+// (more when one line is longer).
+const tailChunkBytes = 4 << 20
+
+// tailReader reads the bytes [from, to) of a JSONL file as chunks of whole
+// lines.
+type tailReader struct {
+	f        *os.File
+	name     string
+	pos, end int64 // next file offset to read; end of the tail
+	buf      []byte
+	base     int64 // file offset of buf[0]
+	consumed int   // bytes at the front of buf the last chunk returned
+}
+
+func openTail(path string, from, to int64, chunk int) (*tailReader, error) {
+	tr := &tailReader{name: filepath.Base(path), pos: from, end: to, base: from}
+	if to <= from {
+		return tr, nil
+	}
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
-		return fmt.Errorf("store: open %s: %w", filepath.Base(path), err)
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	tr.f = f
+	tr.buf = make([]byte, 0, min(to-from, int64(chunk)))
+	return tr, nil
+}
+
+func (tr *tailReader) close() {
+	if tr.f != nil {
+		_ = tr.f.Close()
+	}
+}
+
+// fill reads more of the tail into buf, growing it when it is full.
+func (tr *tailReader) fill() error {
+	if len(tr.buf) == cap(tr.buf) {
+		tr.buf = slices.Grow(tr.buf, cap(tr.buf))
+	}
+	want := min(int64(cap(tr.buf)-len(tr.buf)), tr.end-tr.pos)
+	n, err := tr.f.ReadAt(tr.buf[len(tr.buf):len(tr.buf)+int(want)], tr.pos)
+	tr.buf = tr.buf[:len(tr.buf)+n]
+	tr.pos += int64(n)
+	if errors.Is(err, io.EOF) {
+		// The file is shorter than its stat said: what is there is the tail.
+		tr.end = tr.pos
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", tr.name, err)
+	}
+	return nil
+}
+
+// next returns the non-blank lines of the next chunk and whether it is the
+// last one. A chunk ends at a newline unless it is the last.
+func (tr *tailReader) next() ([]tailLine, bool, error) {
+	if tr.f == nil {
+		return nil, true, nil
+	}
+	// Drop what the previous chunk returned: the caller is done with its
+	// lines, so the buffer is reused.
+	if tr.consumed > 0 {
+		n := copy(tr.buf, tr.buf[tr.consumed:])
+		tr.buf = tr.buf[:n]
+		tr.base += int64(tr.consumed)
+		tr.consumed = 0
+	}
+	for {
+		if tr.pos >= tr.end {
+			lines := splitLines(tr.buf, tr.base)
+			return lines, true, nil
+		}
+		if err := tr.fill(); err != nil {
+			return nil, false, err
+		}
+		if tr.pos >= tr.end {
+			continue
+		}
+		if cut := bytes.LastIndexByte(tr.buf, '\n'); cut >= 0 {
+			tr.consumed = cut + 1
+			return splitLines(tr.buf[:cut+1], tr.base), false, nil
+		}
+	}
+}
+
+// restHasContent reports whether anything but whitespace follows the chunk
+// just returned. The chunk's lines may still be in use, so it reads into a
+// buffer of its own.
+func (tr *tailReader) restHasContent() (bool, error) {
+	if len(trimLine(tr.buf[tr.consumed:])) > 0 {
+		return true, nil
+	}
+	tr.base += int64(len(tr.buf))
+	tr.buf, tr.consumed = make([]byte, 0, cap(tr.buf)), 0
+	for {
+		if tr.pos >= tr.end {
+			return false, nil
+		}
+		if err := tr.fill(); err != nil {
+			return false, err
+		}
+		if len(trimLine(tr.buf)) > 0 {
+			return true, nil
+		}
+		tr.base += int64(len(tr.buf))
+		tr.buf = tr.buf[:0]
+	}
+}
+
+// parallelHashBytes is the tail size from which entry digests are computed
+// on a second goroutine while the lines are parsed.
+const parallelHashBytes = 1 << 20
+
+// hashLines starts computing every line's entry digest and returns a
+// function that waits for them. A large tail is hashed by a helper goroutine
+// while the caller parses, and the caller joins in when it asks for the
+// result; lines are taken from a shared counter, so both finish together.
+// On a cold 21 MB rollout the digests cost about as much as everything else
+// in a freeze.
+func hashLines(lines []tailLine) func() []string {
+	digests := make([]string, len(lines))
+	size := 0
+	for _, l := range lines {
+		size += len(l.payload)
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(lines) {
+				return
+			}
+			digests[i] = record.EntryDigest(lines[i].payload)
+		}
+	}
+	if size < parallelHashBytes || runtime.GOMAXPROCS(0) < 2 {
+		return func() []string { work(); return digests }
+	}
+	var wg sync.WaitGroup
+	wg.Go(work)
+	return func() []string {
+		work()
+		wg.Wait()
+		return digests
+	}
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := openRegular(path, os.O_WRONLY)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
 	}
 	defer f.Close()
 	if err := f.Truncate(size); err != nil {
@@ -523,7 +859,7 @@ func lifecycleErr(id string, st *State) error {
 	return nil
 }
 
-// Put appends e idempotently (contract §2.5). It returns only after the line
+// Put appends e idempotently (docs/store.md#operations). It returns only after the line
 // is fsynced. A byte-identical re-put succeeds without a new line; a
 // different payload under a stored call id fails with ErrConflict and marks
 // the rollout incomplete.
@@ -568,7 +904,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 		return fmt.Errorf("store: rollout %s: model call id %q: %w", id, e.ModelCallID, ErrConflict)
 	}
 	line := append(canonical, '\n')
-	jk, err := appendLine(s.path(id, suffixJSONL), line)
+	jk, err := s.appendTo(&h.sl.files.jsonl, s.path(id, suffixJSONL), key.jsonl, line)
 	if err != nil {
 		h.forget()
 		return err
@@ -591,7 +927,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 	return nil
 }
 
-// BeginCall records a call intent before generation (contract §2.5). An
+// BeginCall records a call intent before generation (docs/store.md#operations). An
 // intent without an entry makes the next freeze incomplete.
 func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
 	if err := validateCall(rolloutID, callID); err != nil {
@@ -605,7 +941,12 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 	if err := lifecycleErr(rolloutID, st); err != nil {
 		return err
 	}
-	if _, err := appendLine(s.path(rolloutID, suffixIntents), []byte(callID+"\n")); err != nil {
+	path := s.path(rolloutID, suffixIntents)
+	cur, err := statFile(path)
+	if err != nil {
+		return err
+	}
+	if _, err := s.appendTo(&h.sl.files.intents, path, cur, []byte(callID+"\n")); err != nil {
 		return err
 	}
 	return nil
@@ -633,13 +974,13 @@ func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string
 		return err
 	}
 	h.remember(st, false)
-	if _, err := appendLine(s.path(rolloutID, suffixIncomplete), []byte(callID+"\n")); err != nil {
+	if _, err := s.appendLine(s.path(rolloutID, suffixIncomplete), []byte(callID+"\n")); err != nil {
 		return err
 	}
 	return s.syncDir()
 }
 
-// Freeze freezes the rollout and returns its snapshot (contract §2.5). The
+// Freeze freezes the rollout and returns its snapshot (docs/store.md#operations). The
 // first freeze mints the snapshot id; later ones return the same id and the
 // current version. As in Gym, a line that fails to read back after the
 // state was frozen (e.g. a non-finite log-prob written as null) fails the
@@ -779,11 +1120,16 @@ func (s *FileStore) keepReadBuffer(b []byte) {
 // readAll reads the whole file at path into buf (reusing its capacity), as
 // os.ReadFile does.
 func readAll(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return buf, err
 	}
 	defer f.Close()
+	return readAllFrom(f, buf)
+}
+
+// readAllFrom reads the rest of f into buf (reusing its capacity).
+func readAllFrom(f *os.File, buf []byte) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		// One byte more than the size, so the read that finds EOF needs
 		// no growth.
@@ -877,7 +1223,7 @@ func parseLines(id string, data []byte, base int64, tolerateTorn bool, dst []*re
 // danglingIntents lists intents with neither an entry nor a cancel line
 // ("-<call id>", written by Gym's cancel_call extension), sorted.
 func (s *FileStore) danglingIntents(id string, entries []*record.Entry) ([]string, error) {
-	data, err := os.ReadFile(s.path(id, suffixIntents))
+	data, err := readRegular(s.path(id, suffixIntents))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -914,7 +1260,7 @@ func dangling(lines []string, entries []*record.Entry) []string {
 }
 
 // Drop retires the rollout only if it is frozen under exactly snapshotID and
-// version (contract §2.5); it removes the records and keeps the state as a
+// version (docs/store.md#operations); it removes the records and keeps the state as a
 // tombstone, so a late writer of the consumed attempt still fails.
 func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, version int) (bool, error) {
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)
@@ -941,7 +1287,9 @@ func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, vers
 		return false, err
 	}
 	h.remember(st, false)
-	return true, s.syncDir()
+	// The durable state write ended with a directory fsync, which also
+	// made the removals above durable.
+	return true, nil
 }
 
 func removeIfExists(path string) error {
@@ -1005,6 +1353,16 @@ func (s *FileStore) SweepRetired(ctx context.Context, olderThan time.Duration) (
 }
 
 func (s *FileStore) sweepOne(ctx context.Context, id string, olderThan time.Duration) (bool, error) {
+	// Look before locking: most state files of a busy directory are too
+	// young or not retired, and taking their locks (creating lock files
+	// Gym may already have swept) would make every sweep cost a lock per
+	// rollout. The locked check below is the one that decides.
+	if fi, err := os.Lstat(s.path(id, suffixState)); err != nil || fi.ModTime().After(time.Now().Add(-olderThan)) {
+		return false, nil
+	}
+	if st, err := s.readStateFile(id); err != nil || !st.Retired {
+		return false, err
+	}
 	h, err := s.lock(ctx, id, true)
 	if err != nil {
 		return false, err
@@ -1122,8 +1480,10 @@ func (s *FileStore) sharedState(ctx context.Context, rolloutID string, reconcile
 }
 
 // Close writes the state of rollouts whose puts left it pending, so the
-// directory needs no reconciliation when this process is gone. The store
-// stays usable.
+// directory needs no reconciliation when this process is gone, and closes
+// the descriptors idle rollouts kept. The work is bounded: at most the
+// rollouts in use plus WithMaxIdleRollouts idle ones have anything pending.
+// The store stays usable.
 func (s *FileStore) Close() error {
 	s.mu.Lock()
 	var ids []string
@@ -1143,11 +1503,10 @@ func (s *FileStore) Close() error {
 				if err := s.writeState(id, c.st, false); err != nil {
 					errs = append(errs, err)
 				}
-				h.remember(c.st, false)
-			} else {
-				h.forget()
 			}
 		}
+		// Nothing is pending now: the slot is forgotten on unlock.
+		h.forget()
 		h.unlock()
 	}
 	return errors.Join(errs...)

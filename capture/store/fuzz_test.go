@@ -2,9 +2,13 @@ package store_test
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/capbench/capbench/capture/store"
 )
@@ -52,4 +56,98 @@ func FuzzValidateRolloutID(f *testing.F) {
 			t.Fatalf("id %q escapes: %s", id, p)
 		}
 	})
+}
+
+// repairSuffixes are the file names a fuzzed directory may hold for rollout
+// "r" (and one foreign name).
+var repairSuffixes = []string{".tokens.jsonl", ".tokens.state.json", ".tokens.intents", ".tokens.incomplete", ".tokens.lock", ".tokens-state-x"}
+
+// FuzzRepair: arbitrary directory contents in (files of any bytes, links to
+// a file outside the directory, dangling links, FIFOs, directories where a
+// file belongs), every store operation run over them: no panic, and nothing
+// outside the directory is touched or created.
+func FuzzRepair(f *testing.F) {
+	good, err := newEntry("r", "c1").MarshalCanonical()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append([]byte{0}, append(good, '\n')...))
+	f.Add(append(append([]byte{0}, good...), []byte("\n{\"rollout_id\":\"r\",\"mod")...))
+	f.Add([]byte("\x01{\"entry_digests\":{},\"indexed_size\":5,\"version\":1}\xff\x00x\n"))
+	f.Add([]byte("\x02c1\n-c2\n\xff\x80"))
+	f.Add([]byte("\x40\xff\x41\xff\x83\xff\xc0"))
+	f.Fuzz(fuzzRepairBody)
+}
+
+func fuzzRepairBody(t *testing.T, data []byte) {
+	{
+		root := t.TempDir()
+		dir := filepath.Join(root, "capture")
+		victim := filepath.Join(root, "victim")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Parts are separated by 0xff; a part's first byte picks the file
+		// (low bits) and what it is (high bits): 0 a file of the rest,
+		// 0x40 a link to the victim, 0x80 a dangling link out of the
+		// directory, 0xc0 a directory (or, with bit 0, a FIFO).
+		for _, part := range bytes.Split(data, []byte{0xff}) {
+			if len(part) == 0 {
+				continue
+			}
+			name := filepath.Join(dir, "r"+repairSuffixes[int(part[0]&0x3f)%len(repairSuffixes)])
+			switch part[0] & 0xc0 {
+			case 0:
+				// O_EXCL: never write through what an earlier part made.
+				if fh, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+					_, _ = fh.Write(part[1:])
+					_ = fh.Close()
+				}
+			case 0x40:
+				_ = os.Symlink(victim, name)
+			case 0x80:
+				_ = os.Symlink(filepath.Join(root, "created-through-link"), name)
+			default:
+				if part[0]&1 == 1 {
+					_ = syscall.Mkfifo(name, 0o600)
+				} else {
+					_ = os.Mkdir(name, 0o700)
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := store.NewFileStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.ReadEntries(ctx, "r")
+		_, _ = s.State(ctx, "r")
+		_ = s.BeginCall(ctx, "r", "c9")
+		_ = s.Put(ctx, newEntry("r", "c9"))
+		_ = s.MarkIncomplete(ctx, "r", "c8")
+		_, _, _ = store.NewFollower(s, "r").Refresh(ctx)
+		if snap, err := s.Freeze(ctx, "r"); err == nil {
+			_, _ = s.Drop(ctx, "r", snap.SnapshotID, snap.Version)
+		}
+		_, _ = s.SweepRetired(ctx, 0)
+		_, _ = s.Rollouts(ctx)
+		_ = s.Close()
+		b, err := os.ReadFile(victim)
+		if err != nil || string(b) != "keep\n" {
+			t.Fatalf("the file outside the directory changed: %q %v", b, err)
+		}
+		names, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n.Name() != "capture" && n.Name() != "victim" {
+				t.Fatalf("created outside the directory: %s", n.Name())
+			}
+		}
+	}
 }

@@ -5,56 +5,73 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// fileLock is a held flock(2) on a rollout's lock file. flock, not fcntl
-// record locks, is what Python's fcntl.flock takes, so Go and Gym processes
-// exclude each other; flock locks belong to the open file description, so two
+// A rollout's lock is a flock(2) on its lock file. flock, not fcntl record
+// locks, is what Python's fcntl.flock takes, so Go and Gym processes exclude
+// each other; flock locks belong to the open file description, so two
 // descriptors in one process also exclude each other.
-type fileLock struct {
-	f *os.File
-}
 
 // lockPollInterval bounds how long a waiter sleeps between non-blocking
 // attempts; polling is what lets a waiter honour context cancellation.
 const lockPollInterval = 2 * time.Millisecond
 
-// acquireFileLock opens path for append (creating it, as Python's "a+b"
-// does) and takes a whole-file flock, exclusive or shared.
+// acquireFileLock takes a whole-file flock, exclusive or shared, on the lock
+// file at path: through cached (a descriptor the caller kept from an earlier
+// call) when it still names the file at path, else through a fresh
+// descriptor, opened for append and created if missing as Python's "a+b"
+// does. It returns the descriptor it locked.
 //
 // sweep_retired removes lock files while holding them, so after locking we
 // check that the path still names the inode we locked; if not, a waiter that
 // queued on the removed inode would hold a lock nobody else sees, so it
 // retries on the new file.
-func acquireFileLock(ctx context.Context, path string, exclusive bool) (*fileLock, error) {
+func acquireFileLock(ctx context.Context, path string, exclusive bool, cached *appender) (*appender, error) {
 	how := unix.LOCK_SH
 	if exclusive {
 		how = unix.LOCK_EX
 	}
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("store: open lock %s: %w", path, err)
+		a := cached
+		cached = nil
+		if a == nil {
+			// Without O_CREAT first: an open that may create takes the
+			// directory's lock, which every rollout's opens contend for.
+			f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
+			if errors.Is(err, os.ErrNotExist) {
+				f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+			}
+			if isSpaceErr(err) {
+				return nil, &WriteError{Path: path, Op: "create", Err: err}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store: open lock %s: %w", path, err)
+			}
+			fi, err := f.Stat()
+			if err != nil {
+				_ = f.Close()
+				return nil, fmt.Errorf("store: stat lock %s: %w", path, err)
+			}
+			a = &appender{f: f, id: idOf(fi)}
 		}
-		if err := flockWait(ctx, f, how); err != nil {
-			_ = f.Close()
+		if err := flockWait(ctx, a.f, how); err != nil {
+			_ = a.f.Close()
 			return nil, err
 		}
-		same, err := sameInode(f, path)
+		same, err := namesFile(path, a.id)
 		if err != nil {
-			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-			_ = f.Close()
+			_ = unix.Flock(int(a.f.Fd()), unix.LOCK_UN)
+			_ = a.f.Close()
 			return nil, err
 		}
 		if same {
-			return &fileLock{f: f}, nil
+			return a, nil
 		}
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		_ = f.Close()
+		_ = unix.Flock(int(a.f.Fd()), unix.LOCK_UN)
+		_ = a.f.Close()
 	}
 }
 
@@ -76,27 +93,22 @@ func flockWait(ctx context.Context, f *os.File, how int) error {
 	}
 }
 
-func sameInode(f *os.File, path string) (bool, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("store: stat lock: %w", err)
-	}
-	pi, err := os.Stat(path)
+// namesFile reports whether path (not following a link) is the file id.
+func namesFile(path string, id fileID) (bool, error) {
+	pi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("store: stat lock: %w", err)
 	}
-	a, okA := fi.Sys().(*syscall.Stat_t)
-	b, okB := pi.Sys().(*syscall.Stat_t)
-	if !okA || !okB {
-		return true, nil
-	}
-	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+	return idOf(pi) == id, nil
 }
 
-func (l *fileLock) release() {
-	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
-	_ = l.f.Close()
+// release unlocks; the descriptor is closed unless keep (the slot caches it).
+func release(a *appender, keep bool) {
+	_ = unix.Flock(int(a.f.Fd()), unix.LOCK_UN)
+	if !keep {
+		_ = a.f.Close()
+	}
 }

@@ -107,7 +107,7 @@ func (s *ReadOnlyStore) Look(ctx context.Context, rolloutID string) (*View, erro
 	}
 	defer unlock()
 	st := newState()
-	if data, err := os.ReadFile(s.file(rolloutID, suffixState)); err == nil {
+	if data, err := readRegular(s.file(rolloutID, suffixState)); err == nil {
 		if st, err = ParseState(data); err != nil {
 			return nil, fmt.Errorf("store: state of %s: %w", rolloutID, err)
 		}
@@ -152,7 +152,7 @@ func (s *ReadOnlyStore) exists(id string) error {
 // sharedLock takes the rollout's flock shared when its lock file exists,
 // opening it read-only so nothing is created.
 func (s *ReadOnlyStore) sharedLock(ctx context.Context, id string) (func(), error) {
-	f, err := os.Open(s.file(id, suffixLock))
+	f, err := openRegular(s.file(id, suffixLock), os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil
 	}
@@ -175,7 +175,7 @@ func (s *ReadOnlyStore) sharedLock(ctx context.Context, id string) (func(), erro
 // payloads as Gym's store does. recovered counts lines past the state's
 // indexed size (what a freeze would add to the version).
 func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, error) {
-	data, err := os.ReadFile(s.file(id, suffixJSONL))
+	data, err := readRegular(s.file(id, suffixJSONL))
 	if errors.Is(err, os.ErrNotExist) {
 		return []*record.Entry{}, 0, nil
 	}
@@ -218,7 +218,7 @@ func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, 
 
 // openIntents counts intents with neither an entry nor a cancel line.
 func (s *ReadOnlyStore) openIntents(id string, entries []*record.Entry) (int, error) {
-	data, err := os.ReadFile(s.file(id, suffixIntents))
+	data, err := readRegular(s.file(id, suffixIntents))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}

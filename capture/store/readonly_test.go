@@ -53,6 +53,24 @@ var _ = Describe("read-only store", func() {
 		Expect(fs.Close()).To(Succeed())
 	})
 
+	DescribeTable("refuses a link planted in the directory instead of reading through it",
+		func(rollout, suffix string) {
+			secret := filepath.Join(GinkgoT().TempDir(), "secret")
+			Expect(os.WriteFile(secret, []byte("{\"not\": \"a record\"}\n"), 0o600)).To(Succeed())
+			link := filepath.Join(dir, rollout+suffix)
+			Expect(os.RemoveAll(link)).To(Succeed())
+			Expect(os.Symlink(secret, link)).To(Succeed())
+			ro, err := store.OpenReadOnly(dir)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = ro.Look(ctx, rollout)
+			Expect(err).To(MatchError(ContainSubstring("not a regular file")))
+		},
+		Entry("the records of an unknown rollout", "planted", ".tokens.jsonl"),
+		Entry("the state of an unknown rollout", "planted", ".tokens.state.json"),
+		Entry("the lock of a live rollout", "live", ".tokens.lock"),
+		Entry("the records of a live rollout", "live", ".tokens.jsonl"),
+	)
+
 	It("reads a live rollout as a freeze would, and changes nothing on disk", func() {
 		before := dirFingerprint(dir)
 		ro, err := store.OpenReadOnly(dir)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,3 +229,69 @@ var _ = Describe("file store read path on a large file", func() {
 		Expect(got).To(Equal(want))
 	})
 })
+
+var _ = Describe("reconciling a tail in chunks", func() {
+	DescribeTable("reads what one whole read reads, wherever the chunks end",
+		func(ctx SpecContext, chunk int) {
+			lines, want := chainedLines("c", 30)
+			cases := []struct {
+				name, extra string
+				check       func(snap *store.Snapshot, err error, dir string)
+			}{
+				{"clean", "", func(snap *store.Snapshot, err error, _ string) {
+					Expect(err).NotTo(HaveOccurred())
+					Expect(snap.Entries).To(Equal(want))
+					Expect(snap.Version).To(Equal(len(want) + 1))
+				}},
+				{"torn tail", `{"rollout_id":"c","model_call_id":"torn","prompt_token_ids":[1,2`, func(snap *store.Snapshot, err error, dir string) {
+					Expect(err).NotTo(HaveOccurred())
+					Expect(snap.Entries).To(Equal(want))
+					fi, err := os.Stat(filepath.Join(dir, "c.tokens.jsonl"))
+					Expect(err).NotTo(HaveOccurred())
+					size := 0
+					for _, l := range lines {
+						size += len(l) + 1
+					}
+					Expect(fi.Size()).To(BeEquivalentTo(size))
+				}},
+				{"torn line then blank lines", "{\"rollout_id\":\"c\",\"mod\n\n   \n\t", func(snap *store.Snapshot, err error, _ string) {
+					Expect(err).NotTo(HaveOccurred())
+					Expect(snap.Entries).To(Equal(want))
+				}},
+				{"bad line then a record", "{\"rollout_id\":\"c\",\"mod\n\n" + string(lines[0]) + "\n", func(_ *store.Snapshot, err error, _ string) {
+					Expect(err).To(MatchError(store.ErrCorrupt))
+					Expect(err.Error()).To(ContainSubstring("more content follows it"))
+				}},
+				{"a conflicting duplicate", string(mutated(lines[3])) + "\n", func(_ *store.Snapshot, err error, _ string) {
+					var conflict *store.DurableConflictError
+					Expect(errors.As(err, &conflict)).To(BeTrue())
+					Expect(conflict.CallID).To(Equal("call-003"))
+				}},
+			}
+			for _, c := range cases {
+				By(c.name)
+				dir := GinkgoT().TempDir()
+				writeLines(dir, "c", lines, c.extra)
+				fs, err := store.NewFileStore(dir, store.WithTailChunk(chunk))
+				Expect(err).NotTo(HaveOccurred())
+				snap, err := fs.Freeze(ctx, "c")
+				c.check(snap, err, dir)
+			}
+		},
+		Entry("chunks shorter than a line", 7),
+		Entry("chunks of a few lines", 700),
+		Entry("one chunk", 0),
+	)
+})
+
+// mutated returns line with its first generated token changed, keeping it a
+// valid record: a second payload for the same call id.
+func mutated(line []byte) []byte {
+	e, err := record.ParseLine(line)
+	Expect(err).NotTo(HaveOccurred())
+	e.GenerationTokenIDs = append([]int{}, e.GenerationTokenIDs...)
+	e.GenerationTokenIDs[0]++
+	b, err := e.MarshalCanonical()
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}

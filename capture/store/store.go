@@ -25,14 +25,26 @@ var (
 	ErrInvalidCallID = errors.New("invalid model call id")
 )
 
-// ValidateRolloutID applies the file store's rule (contract §2.1): non-empty,
+// MaxRolloutIDLen is the longest rollout id whose file names fit in 255
+// bytes with the longest suffix (".tokens.state.json", ".tokens.incomplete").
+const MaxRolloutIDLen = 255 - len(".tokens.incomplete")
+
+// ValidateRolloutID applies the file store's rule (docs/store.md#files-per-rollout): non-empty,
 // and every character an ASCII letter, ASCII digit, '.', '_' or '-'. It is
 // exactly Python's rule, so a leading '.' or '-' is accepted and Gym-written
 // directories stay readable; what matters is that no id can name a path
 // outside the store directory.
+//
+// An id is also at most MaxRolloutIDLen bytes, so that every file name of
+// the rollout fits in a file name (255 bytes): a longer id would fail at the
+// first file, after its lock file was created.
 func ValidateRolloutID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidRolloutID)
+	}
+	if len(id) > MaxRolloutIDLen {
+		return fmt.Errorf("%w: %d bytes long; at most %d fit in the store's file names",
+			ErrInvalidRolloutID, len(id), MaxRolloutIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]

@@ -2,131 +2,328 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/bench/driver"
+	"github.com/capbench/capbench/fakes/gpu"
+	"github.com/capbench/capbench/reports"
 )
 
 type benchFlags struct {
-	url         string
-	model       string
-	prompt      string
-	concurrency int
-	requests    int
-	duration    time.Duration
-	maxTokens   int
-	stream      bool
-	apiKey      string
-	headers     []string
-	jsonOut     bool
-	rounds      int
-	captureDir  string
-	progress    string
-	tokenize    bool
+	url, proxyURL, captureDir, workload, model string
+	promptTokens, maxTokens                    string
+	stream                                     bool
+	bodyFields, headers                        []string
+	apiKey                                     string
+	arrival                                    string
+	concurrency                                int
+	rate, burstiness                           float64
+	sweep                                      string
+	rounds, requests                           int
+	duration                                   time.Duration
+	warmupRequests, cooldownRequests           int
+	warmup, cooldown                           time.Duration
+	slo                                        string
+	seed                                       uint64
+	paths                                      string
+	bufferedStreams                            bool
+	gpuMemory, gpuProfile                      string
+	maxModelLen                                int
+	fakeTTFT, fakeITL                          time.Duration
+	prefillRate, batchSlowdown, timeScale      float64
+	outputMean                                 float64
+	sessions, turns, toolTokens, subagentTurn  int
+	thinkTime                                  time.Duration
+	replay                                     string
+	replaySpeed                                float64
+	out, htmlOut, mdOut, junitOut              string
+	jsonOut                                    bool
+	progress                                   string
+	progressEvery                              time.Duration
+	metricsURL                                 string
+	scrapeEvery, requestTimeout                time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Closed-loop Chat Completions load; without --url, the capture proxy's overhead over an in-process fake vLLM",
-		Long: `With --url, send closed-loop Chat Completions load to that server (a vLLM, a fake
-vLLM or a capture proxy URL) and report throughput and latency percentiles.
+		Short: "Load-test a model server or the capture path: closed/open loops, sweeps, agent sessions",
+		Long: `Send load and keep one sample per request (docs/bench-results.md defines the
+result format and every metric; vLLM's names and definitions).
 
-Without --url, start a fake vLLM in-process, put the capture proxy in front of it
-and send the same load straight to the fake and through the proxy, alternating
-rounds, so the overhead of capture is a ratio measured side by side in one run.
-With --capture-dir the proxy writes to a file store there (every put fsynced);
-otherwise to an in-memory store.`,
-		Example: `  capbench bench --concurrency 16 --requests 2000 --rounds 3
-  capbench bench --capture-dir /tmp/cap --concurrency 64
-  capbench bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-4B-Thinking-2507 --concurrency 64 --requests 5000
-  capbench bench --url http://127.0.0.1:9000/ng-rollout/load-1/training-token-capture --stream --max-tokens 256`,
+Targets:
+  (default)     an embedded fake vLLM with a GPU memory and timing model (48 GiB,
+                Qwen3-4B-Thinking-2507) behind the capture proxy, built with the
+                harness's environment code; every request goes direct and through
+                capture, interleaved, so the capture overhead is a paired ratio
+  --url         a running model server (vLLM, a fake vLLM)
+  --proxy-url   a running capture proxy (ours or another) with its --capture-dir;
+                --url, when also given, is the model server behind it
+
+Shapes: --arrival closed (--concurrency N) or constant/poisson/gamma (--rate R,
+--burstiness B for gamma, --concurrency caps requests in flight); --sweep
+concurrency=1,2,4 or rate=5,10,20 runs one stage per value and finds the knee.
+Workloads: chat (single calls, --prompt-tokens and --max-tokens take 256,
+uniform:100-400 or normal:512,128), sessions (Claude-Code-shaped rollouts
+through capture, consumed at their end with fidelity checked) and replay
+(--replay DIR: every call of a capture directory re-sent at its recorded time,
+with its prompt token ids and generation length).
+
+With --out DIR, result.json and samples.jsonl are written there; an
+interrupted run (Ctrl-C) says so and still writes what it has.`,
+		Example: `  capbench bench --requests 400 --concurrency 8 --slo ttft=2s,tpot=50ms --out /tmp/b1 --html /tmp/b1/report.html
+  capbench bench --sweep concurrency=2,4,6,8,10,12 --prompt-tokens 26700 --max-tokens 256 --paths direct --time-scale 0.3 --requests 44
+  capbench bench --workload sessions --sessions 8 --concurrency 4
+  capbench bench --replay /tmp/b1-capture --replay-speed 2
+  capbench bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-4B-Thinking-2507 --arrival poisson --rate 20 --duration 60s --body-field ignore_eos=true
+  capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd, f)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", "", "server root URL (empty: measure capture overhead in-process)")
-	fl.StringVar(&f.model, "model", "", "model name sent in each request")
-	fl.StringVar(&f.prompt, "prompt", "Write a short poem about tokens.", "user message sent in each request")
-	fl.IntVar(&f.concurrency, "concurrency", 16, "concurrent connections, each with one request in flight")
-	fl.IntVar(&f.requests, "requests", 1000, "total requests (0 = until --duration)")
-	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0 = until --requests)")
-	fl.IntVar(&f.maxTokens, "max-tokens", 64, "max_tokens of each request")
-	fl.BoolVar(&f.stream, "stream", false, "stream replies (measures time to first token)")
-	fl.StringVar(&f.apiKey, "api-key", "", "bearer token")
+	fl.StringVar(&f.url, "url", "", "model server root (a trailing /v1 is fine); empty: the embedded fake")
+	fl.StringVar(&f.proxyURL, "proxy-url", "", "a running capture proxy's root (needs --capture-dir)")
+	fl.StringVar(&f.captureDir, "capture-dir", "", "the capture store directory (embedded: where to put it; default a temp dir)")
+	fl.StringVar(&f.workload, "workload", bench.WorkloadChat, "chat (single calls), sessions (agent-shaped rollouts) or replay (see --replay)")
+	fl.StringVar(&f.model, "model", "", "model name sent (default: the fake's profile)")
+	fl.StringVar(&f.promptTokens, "prompt-tokens", "128", "prompt length: N, uniform:MIN-MAX or normal:MEAN,STD")
+	fl.StringVar(&f.maxTokens, "max-tokens", "64", "max_tokens per request (chat: a distribution as --prompt-tokens; sessions: a number, default 32000)")
+	fl.BoolVar(&f.stream, "stream", true, "stream replies (TTFT, ITL and TPOT need it)")
+	fl.StringArrayVar(&f.bodyFields, "body-field", nil, "extra request body field key=JSON (e.g. ignore_eos=true, temperature=0); repeatable")
 	fl.StringArrayVar(&f.headers, "header", nil, "extra request header 'Name: value' (repeatable)")
-	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
-	fl.StringVar(&f.progress, "progress", "auto", "progress bar: auto (only on a terminal), on or off")
-	fl.BoolVar(&f.tokenize, "tokenize", false, "without --url: the proxy reads prompt ids from /tokenize (one more upstream call) instead of return_token_ids")
-	fl.IntVar(&f.rounds, "rounds", 3, "without --url: alternating direct/proxy rounds")
-	fl.StringVar(&f.captureDir, "capture-dir", "", "without --url: file-store directory for the proxy (empty: in-memory store)")
+	fl.StringVar(&f.apiKey, "api-key", "", "bearer token")
+	fl.StringVar(&f.arrival, "arrival", "closed", "closed, constant, poisson or gamma")
+	fl.IntVar(&f.concurrency, "concurrency", 8, "closed loop: requests (or sessions) in flight; open loop: cap on in flight (0 = none)")
+	fl.Float64Var(&f.rate, "rate", 0, "open loop: requests per second")
+	fl.Float64Var(&f.burstiness, "burstiness", 1, "gamma arrivals: shape (1 = Poisson, <1 burstier)")
+	fl.StringVar(&f.sweep, "sweep", "", "one stage per value: concurrency=1,2,4 or rate=5,10,20")
+	fl.IntVar(&f.rounds, "rounds", 1, "repeat the stage list, alternating its order (knee from the median per point)")
+	fl.IntVar(&f.requests, "requests", 200, "requests per stage (0 = until --duration); paired runs send each both ways")
+	fl.DurationVar(&f.duration, "duration", 0, "stop every stage after this long (0 = until --requests)")
+	fl.IntVar(&f.warmupRequests, "warmup-requests", 0, "exclude the first N requests of every stage (tagged warmup)")
+	fl.IntVar(&f.cooldownRequests, "cooldown-requests", 0, "exclude the last N requests of every stage (tagged cooldown)")
+	fl.DurationVar(&f.warmup, "warmup", 0, "exclude requests started in the first D of every stage")
+	fl.DurationVar(&f.cooldown, "cooldown", 0, "exclude requests started in the last D of every stage")
+	fl.StringVar(&f.slo, "slo", "", "goodput SLOs, all must hold: ttft=2s,tpot=50ms[,e2el=30s]")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of request bodies and arrival times")
+	fl.StringVar(&f.paths, "paths", "", "embedded: direct, proxy or direct,proxy (default both, paired)")
+	fl.StringVar(&f.gpuMemory, "gpu-memory", "48GiB", "embedded: the fake's GPU memory (48GiB) or a GPU name (L40S, H100, ...)")
+	fl.StringVar(&f.gpuProfile, "gpu-profile", "", "embedded: model profile (default Qwen/Qwen3-4B-Thinking-2507)")
+	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "embedded: --max-model-len of the fake (default 131072)")
+	fl.DurationVar(&f.fakeTTFT, "fake-ttft", 0, "embedded: fixed TTFT before scaling (default 40ms)")
+	fl.DurationVar(&f.fakeITL, "fake-itl", 0, "embedded: inter-token latency before scaling (default 20ms)")
+	fl.Float64Var(&f.prefillRate, "prefill-rate", 0, "embedded: prefill tokens per second (default 20000)")
+	fl.Float64Var(&f.batchSlowdown, "batch-slowdown", 0, "embedded: every delay × (1 + this × (running-1))")
+	fl.BoolVar(&f.bufferedStreams, "buffered-streams", false, "embedded: the proxy buffers streamed replies as NeMo Gym's model server does (TTFT through capture = E2EL)")
+	fl.Float64Var(&f.timeScale, "time-scale", 0, "embedded: turn the fake's timing model on at this fraction of real time (0 = off: a zero-latency fake, the capture path's own cost)")
+	fl.Float64Var(&f.outputMean, "output-mean", 0, "embedded: mean generated tokens of the fake (default 64; max_tokens caps it)")
+	fl.IntVar(&f.sessions, "sessions", 8, "sessions workload: rollouts to run")
+	fl.IntVar(&f.turns, "turns", 17, "sessions workload: model calls of the main conversation")
+	fl.IntVar(&f.toolTokens, "tool-tokens", 2000, "sessions workload: tokens each tool result adds to the prompt")
+	fl.IntVar(&f.subagentTurn, "subagent-turn", 3, "sessions workload: the main call that spawns a sub-agent (0 = none)")
+	fl.DurationVar(&f.thinkTime, "think-time", 20*time.Millisecond, "sessions workload: pause before every call after the first")
+	fl.StringVar(&f.replay, "replay", "", "replay workload: a capture directory whose calls are re-sent at their recorded times")
+	fl.Float64Var(&f.replaySpeed, "replay-speed", 1, "replay workload: divide the recorded offsets by this")
+	fl.StringVar(&f.out, "out", "", "directory for result.json and samples.jsonl")
+	fl.StringVar(&f.htmlOut, "html", "", "write the self-contained HTML report to this file")
+	fl.StringVar(&f.mdOut, "md", "", "write the Markdown report to this file")
+	fl.StringVar(&f.junitOut, "junit", "", "write the SLO and capture gates as JUnit XML to this file (exit non-zero when one fails)")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the result JSON instead of the table")
+	fl.StringVar(&f.progress, "progress", "auto", "auto (bars on a terminal, plain lines otherwise), bars, lines or off")
+	fl.DurationVar(&f.progressEvery, "progress-every", 5*time.Second, "interval of plain progress lines")
+	fl.StringVar(&f.metricsURL, "metrics-url", "", "scrape this /metrics URL (default: the model server's; off = none)")
+	fl.DurationVar(&f.scrapeEvery, "scrape-every", 250*time.Millisecond, "scrape interval of /metrics")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "give up on one request after this long")
 	return cmd
 }
 
-func runBench(cmd *cobra.Command, f benchFlags) error {
-	if f.url == "" {
-		return runOverhead(cmd, f)
+// benchOptions turns flags into driver options, naming the flag at fault.
+func benchOptions(f benchFlags) (driver.Options, error) {
+	var o driver.Options
+	c := &o.Config
+	switch {
+	case f.proxyURL != "":
+		c.Target, c.ProxyURL, c.URL, c.CaptureDir = bench.TargetProxy, f.proxyURL, f.url, f.captureDir
+		if f.captureDir == "" {
+			return o, errors.New("--proxy-url needs --capture-dir (the proxy's capture store) to count and check what it captured")
+		}
+	case f.url != "":
+		c.Target, c.URL = bench.TargetURL, f.url
+		if f.captureDir != "" {
+			return o, errors.New("--capture-dir needs --proxy-url (or no --url for the embedded stack)")
+		}
+	default:
+		c.Target, c.CaptureDir = bench.TargetEmbedded, f.captureDir
+		g := driver.DefaultGPU()
+		n, err := gpu.ParseBytes(f.gpuMemory)
+		if err != nil {
+			d, derr := gpu.LookupDevice(f.gpuMemory)
+			if derr != nil {
+				return o, fmt.Errorf("--gpu-memory: %w; or a GPU name: %w", err, derr)
+			}
+			n = d.TotalBytes
+		}
+		g.MemoryBytes = n
+		setIf(&g.Profile, f.gpuProfile)
+		if f.maxModelLen > 0 {
+			g.MaxModelLen = f.maxModelLen
+		}
+		setDur(&g.TTFT, f.fakeTTFT)
+		setDur(&g.ITL, f.fakeITL)
+		setF(&g.PrefillTokS, f.prefillRate)
+		setF(&g.BatchSlowdown, f.batchSlowdown)
+		setF(&g.TimeScale, f.timeScale)
+		setF(&g.OutputMean, f.outputMean)
+		if err := driver.PlanGPU(&g); err != nil {
+			return o, err
+		}
+		c.GPU = &g
+		if f.paths != "" {
+			for _, p := range strings.Split(f.paths, ",") {
+				c.Paths = append(c.Paths, bench.Path(strings.TrimSpace(p)))
+			}
+		}
+	}
+	if f.paths != "" && c.Target != bench.TargetEmbedded {
+		return o, errors.New("--paths applies to the embedded stack only")
+	}
+	if f.bufferedStreams && c.Target != bench.TargetEmbedded {
+		return o, errors.New("--buffered-streams applies to the embedded stack only (start your own proxy with capbench proxy --buffered-streams)")
+	}
+	c.BufferedStreams = f.bufferedStreams
+	model := f.model
+	if model == "" {
+		model = "Qwen/Qwen3-4B-Thinking-2507"
+		if c.GPU != nil {
+			model = c.GPU.Profile
+		}
+	}
+	base := bench.Shape{Arrival: bench.Arrival(f.arrival), Concurrency: f.concurrency, Rate: f.rate}
+	if base.Arrival == bench.Gamma {
+		base.Burstiness = f.burstiness
+	}
+	c.Stages = []bench.Shape{base}
+	if f.sweep != "" {
+		st, err := bench.ParseSweep(f.sweep, base)
+		if err != nil {
+			return o, err
+		}
+		c.Stages = st
+	} else if err := base.Validate(); err != nil {
+		return o, err
+	}
+	if f.rounds < 1 {
+		return o, fmt.Errorf("--rounds must be at least 1, got %d", f.rounds)
+	}
+	c.Requests, c.Duration, c.Rounds, c.Seed = f.requests, f.duration.Seconds(), f.rounds, f.seed
+	c.Windows = bench.Windows{WarmupRequests: f.warmupRequests, CooldownRequests: f.cooldownRequests, Warmup: f.warmup, Cooldown: f.cooldown}
+	slo, err := bench.ParseSLO(f.slo)
+	if err != nil {
+		return o, err
+	}
+	c.SLO = slo
+	if f.replay != "" {
+		f.workload = bench.WorkloadReplay
+	}
+	switch f.workload {
+	case bench.WorkloadReplay:
+		if f.replay == "" {
+			return o, errors.New("--workload replay needs --replay DIR (a capture directory)")
+		}
+		c.Workload = bench.WorkloadReplay
+		extra, err := parseBodyFields(f.bodyFields)
+		if err != nil {
+			return o, err
+		}
+		if !(f.replaySpeed > 0) {
+			return o, fmt.Errorf("--replay-speed must be positive, got %v", f.replaySpeed)
+		}
+		c.Replay = &bench.ReplaySpec{Dir: f.replay, Speed: f.replaySpeed, Extra: extra, Model: f.model}
+	case bench.WorkloadChat:
+		c.Workload = bench.WorkloadChat
+		spec := &bench.ChatSpec{Model: model, Stream: f.stream, Seed: f.seed}
+		if spec.Prompt, err = bench.ParseDist("--prompt-tokens", f.promptTokens); err != nil {
+			return o, err
+		}
+		if spec.Output, err = bench.ParseDist("--max-tokens", f.maxTokens); err != nil {
+			return o, err
+		}
+		if spec.Extra, err = parseBodyFields(f.bodyFields); err != nil {
+			return o, err
+		}
+		c.Chat = spec
+	case bench.WorkloadSessions:
+		c.Workload = bench.WorkloadSessions
+		s := driver.DefaultSessions()
+		s.Sessions, s.Concurrency, s.Turns, s.ToolTokens, s.ThinkTime, s.SubAgentTurn = f.sessions, f.concurrency, f.turns, f.toolTokens, f.thinkTime, f.subagentTurn
+		if f.maxTokens != "64" {
+			if _, err := fmt.Sscanf(f.maxTokens, "%d", &s.MaxTokens); err != nil {
+				return o, fmt.Errorf("--max-tokens %q: the sessions workload takes one number", f.maxTokens)
+			}
+		}
+		c.Sessions = &s
+		c.Stages = []bench.Shape{{Arrival: bench.Closed, Concurrency: f.concurrency}}
+	default:
+		return o, fmt.Errorf("--workload %q: want chat, sessions or replay", f.workload)
 	}
 	hdr := http.Header{}
 	for _, h := range f.headers {
 		name, value, ok := cutHeader(h)
 		if !ok {
-			return fmt.Errorf("--header %q: want 'Name: value'", h)
+			return o, fmt.Errorf("--header %q: want 'Name: value'", h)
 		}
 		hdr.Add(name, value)
 	}
-	do, err := bench.ChatRequest(bench.NewHTTPClient(f.concurrency), bench.ChatTarget{
-		BaseURL: f.url, Model: f.model, Prompt: f.prompt, MaxTokens: f.maxTokens,
-		Stream: f.stream, APIKey: f.apiKey, Header: hdr,
-	})
-	if err != nil {
-		return err
-	}
-	cfg := bench.Config{Name: f.url, Concurrency: f.concurrency, Requests: f.requests, Duration: f.duration}
-	bar, err := newProgressBar(f.progress, cmd.ErrOrStderr(), f.requests)
-	if err != nil {
-		return err
-	}
-	cfg.Progress = bar.observe
-	res, err := bench.Run(cmd.Context(), cfg, do)
-	bar.finish()
-	if err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
-	if f.jsonOut {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	printBench(out, res)
-	if res.Requests == 0 && res.Errors > 0 {
-		return fmt.Errorf("every request failed; first error: %s", res.FirstError)
-	}
-	return nil
+	o.Header, o.APIKey, o.MetricsURL, o.ScrapeInterval, o.RequestTimeout = hdr, f.apiKey, f.metricsURL, f.scrapeEvery, f.requestTimeout
+	return o, nil
 }
 
-func printBench(w io.Writer, r bench.Result) {
-	fmt.Fprintf(w, "target        %s\n", r.Name)
-	fmt.Fprintf(w, "concurrency   %d\n", r.Concurrency)
-	fmt.Fprintf(w, "requests      %d ok, %d failed in %.2fs\n", r.Requests, r.Errors, r.Elapsed)
-	if r.FirstError != "" {
-		fmt.Fprintf(w, "first error   %s\n", r.FirstError)
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
 	}
-	fmt.Fprintf(w, "throughput    %.0f req/s, %.0f generated tok/s\n", r.RequestsPerS, r.TokensPerS)
-	fmt.Fprintf(w, "latency ms    p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
-	if r.TTFT != nil {
-		fmt.Fprintf(w, "ttft ms       p50 %.2f  p90 %.2f  p99 %.2f\n", r.TTFT.P50, r.TTFT.P90, r.TTFT.P99)
+}
+
+func setDur(dst *time.Duration, v time.Duration) {
+	if v > 0 {
+		*dst = v
 	}
+}
+
+func setF(dst *float64, v float64) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+// parseBodyFields reads key=JSON pairs; a value that is not JSON is a string.
+func parseBodyFields(fields []string) (map[string]any, error) {
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	out := map[string]any{}
+	for _, kv := range fields {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--body-field %q: want key=value (value as JSON, e.g. ignore_eos=true)", kv)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v
+		}
+		out[strings.TrimSpace(k)] = val
+	}
+	return out, nil
 }
 
 func cutHeader(h string) (string, string, bool) {
@@ -138,28 +335,117 @@ func cutHeader(h string) (string, string, bool) {
 	return name, strings.TrimSpace(value), true
 }
 
-func runOverhead(cmd *cobra.Command, f benchFlags) error {
-	res, err := bench.Overhead(cmd.Context(), bench.OverheadConfig{
-		Concurrency: f.concurrency, Requests: f.requests, Rounds: f.rounds,
-		MaxTokens: f.maxTokens, Stream: f.stream, CaptureDir: f.captureDir, Tokenize: f.tokenize,
-	})
+func runBench(cmd *cobra.Command, f benchFlags) error {
+	o, err := benchOptions(f)
 	if err != nil {
 		return err
 	}
+	total := 0
+	if o.Config.Requests > 0 {
+		paths := 1
+		if o.Config.Target == bench.TargetEmbedded && len(o.Config.Paths) != 1 {
+			paths = 2
+		}
+		total = o.Config.Requests * len(o.Config.Stages) * max(o.Config.Rounds, 1) * paths
+	}
+	if o.Config.Workload == bench.WorkloadSessions {
+		total = 0
+	}
+	pr, err := newBenchProgress(f.progress, cmd.ErrOrStderr(), total, f.progressEvery)
+	if err != nil {
+		return err
+	}
+	o.Observe, o.OnStage = pr.observe, pr.stage
+	res, err := driver.Run(cmd.Context(), o)
+	pr.finish()
+	if err != nil {
+		return err
+	}
+	return writeBench(cmd, f, res)
+}
+
+// writeBench writes every requested output, then reports what went wrong.
+func writeBench(cmd *cobra.Command, f benchFlags, res *bench.Result) error {
+	var errs []error
+	if f.out != "" {
+		path, err := bench.WriteResult(f.out, res)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--out: %w", err))
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "result: %s (samples: %s)\n", path, filepath.Join(f.out, bench.SamplesFileName))
+		}
+	}
+	failedGates, err := writeReports(res, f.htmlOut, f.mdOut, f.junitOut)
+	errs = append(errs, err)
 	out := cmd.OutOrStdout()
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		errs = append(errs, enc.Encode(res))
+	} else {
+		errs = append(errs, reports.BenchTable(out, res))
 	}
-	fmt.Fprintf(out, "capture overhead: in-process fake vLLM, %s store, concurrency %d, %d requests per round\n", res.Store, f.concurrency, f.requests)
-	fmt.Fprintf(out, "%-6s %-7s %10s %10s %10s %10s\n", "round", "path", "req/s", "p50 ms", "p90 ms", "p99 ms")
-	for i := range res.Direct {
-		for _, r := range []bench.Result{res.Direct[i], res.Proxy[i]} {
-			fmt.Fprintf(out, "%-6d %-7s %10.0f %10.3f %10.3f %10.3f\n", i+1, r.Name, r.RequestsPerS, r.Latency.P50, r.Latency.P90, r.Latency.P99)
+	if res.SampleCount == 0 {
+		errs = append(errs, errors.New("no request was sent"))
+	} else if ok := countOK(res); ok == 0 {
+		errs = append(errs, fmt.Errorf("every request failed; first error: %s", firstError(res)))
+	}
+	if failedGates > 0 {
+		errs = append(errs, fmt.Errorf("%d bench gate(s) failed (see %s)", failedGates, f.junitOut))
+	}
+	if res.Interrupted {
+		errs = append(errs, errors.New("interrupted: the results cover what completed before the stop"))
+	}
+	return errors.Join(errs...)
+}
+
+func countOK(r *bench.Result) int {
+	n := 0
+	for i := range r.Samples {
+		if r.Samples[i].OK() {
+			n++
 		}
 	}
-	fmt.Fprintf(out, "median p50: direct %.3f ms, proxy %.3f ms, added %.3f ms; proxy/direct throughput %.2f; every proxied call captured: %v\n",
-		res.DirectP50, res.ProxyP50, res.AddedP50, res.Throughput, res.CapturedAll)
-	return nil
+	return n
+}
+
+func firstError(r *bench.Result) string {
+	for i := range r.Samples {
+		if e := r.Samples[i].Error; e != "" {
+			return e
+		}
+	}
+	return ""
+}
+
+// writeReports writes the HTML, Markdown and JUnit files asked for and
+// returns the number of failed gates.
+func writeReports(res *bench.Result, htmlPath, mdPath, junitPath string) (int, error) {
+	var errs []error
+	write := func(flag, path string, fn func(f *os.File) error) {
+		if path == "" {
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+			return
+		}
+		err = fn(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", flag, path, err))
+		}
+	}
+	write("--html", htmlPath, func(f *os.File) error { return reports.BenchHTML(f, res) })
+	write("--md", mdPath, func(f *os.File) error { return reports.BenchMarkdown(f, res) })
+	failed := 0
+	write("--junit", junitPath, func(f *os.File) error {
+		n, err := reports.BenchJUnit(f, res)
+		failed = n
+		return err
+	})
+	return failed, errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,12 +17,28 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "capbench:", err)
-		// A command may choose its status (doctor: 1 findings, 2 bad input).
-		var coded interface{ ExitCode() int }
-		if errors.As(err, &coded) {
-			os.Exit(coded.ExitCode())
-		}
-		os.Exit(1)
+		stop()
+		os.Exit(reportError(os.Stderr, err))
 	}
 }
+
+// reportError prints a command's error (unless the command has already
+// printed it in its report) and returns the exit status: the one the error
+// carries (doctor: 1 findings, 2 bad input), else 1.
+func reportError(w io.Writer, err error) int {
+	var reported interface{ Reported() bool }
+	if !errors.As(err, &reported) || !reported.Reported() {
+		fmt.Fprintln(w, "capbench:", err)
+	}
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 1
+}
+
+// reportedError is a failure whose message the command's own output already
+// shows (plan's refusal table): main exits with its status, printing nothing.
+type reportedError struct{ exitError }
+
+func (reportedError) Reported() bool { return true }

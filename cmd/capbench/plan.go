@@ -12,7 +12,8 @@ import (
 	"github.com/capbench/capbench/reports"
 )
 
-// errVLLMRefuses is returned (after the report) when vLLM would not start.
+// errVLLMRefuses is returned (after the report, which shows vLLM's message)
+// when vLLM would not start.
 var errVLLMRefuses = errors.New("vLLM would refuse to start")
 
 // newPlanCmd is `capbench plan`: the fake's GPU memory model as a planner.
@@ -80,7 +81,8 @@ Models: ` + fmt.Sprint(gpu.ProfileNames()) + `.`,
 				return err
 			}
 			if r := p.Forecast.Refusal; r != nil {
-				return fmt.Errorf("%w: %s: %s", errVLLMRefuses, r.Exception, r.Message)
+				// The report shows vLLM's message; exit 1 without repeating it.
+				return reportedError{exitError{code: 1, err: fmt.Errorf("%w: %s: %s", errVLLMRefuses, r.Exception, r.Message)}}
 			}
 			return nil
 		},

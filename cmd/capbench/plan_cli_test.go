@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -88,4 +90,28 @@ var _ = Describe("capbench plan and the fake vLLM", func() {
 		Entry(nil, "48GiB", "262144"),
 		Entry(nil, "H200", "auto"),
 	)
+})
+
+var _ = Describe("capbench plan's refusal", func() {
+	DescribeTable("is printed once and exits 1",
+		func(ctx SpecContext, args []string) {
+			out, err := capbench(ctx, append([]string{"plan", "--gpu", "24GiB"}, args...)...)
+			Expect(errors.Is(err, errVLLMRefuses)).To(BeTrue(), "err: %v", err)
+			var stderr bytes.Buffer
+			Expect(reportError(&stderr, err)).To(Equal(1))
+			const msg = "To serve at least one request with the model's max seq len"
+			Expect(strings.Count(out+stderr.String(), msg)).To(Equal(1), "stdout:\n%s\nstderr:\n%s", out, stderr.String())
+		},
+		Entry("as a table", []string{}),
+		Entry("as JSON", []string{"--json"}),
+	)
+
+	It("leaves other errors to main to print, with their status", func() {
+		var stderr bytes.Buffer
+		Expect(reportError(&stderr, errors.New("boom"))).To(Equal(1))
+		Expect(stderr.String()).To(Equal("capbench: boom\n"))
+		stderr.Reset()
+		Expect(reportError(&stderr, usageErr(errors.New("bad")))).To(Equal(2))
+		Expect(stderr.String()).To(Equal("capbench: bad\n"))
+	})
 })

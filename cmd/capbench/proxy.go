@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/store"
 )
 
 // newProxyCmd is `capbench proxy --upstream URL --capture-dir DIR`: the
@@ -27,6 +27,7 @@ func newProxyCmd() *cobra.Command {
 		overrides  []string
 		logLevel   string
 		logFormat  string
+		openRolls  int
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --upstream URL [--capture-dir DIR]",
@@ -37,11 +38,16 @@ func newProxyCmd() *cobra.Command {
   <proxy>/v1/...                                                 (forwarded)
 Chat Completions, Completions, Responses and Anthropic Messages are served;
 records go to --capture-dir in NeMo Gym's file-store format. Without
---capture-dir nothing is recorded. Metrics are at <proxy>/metrics.`,
+--capture-dir or --store nothing is recorded: calls under the training prefix
+are served and logged as call summaries only (docs/capture-path.md).
+--upstream is vLLM's base URL without /v1. Metrics are at <proxy>/metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Upstream == "" {
-				return errors.New("--upstream is required")
+			if err := checkUpstream(o.Upstream); err != nil {
+				return err
+			}
+			if err := checkProxyFlags(o); err != nil {
+				return err
 			}
 			logger, err := proxyLogger(cmd, logLevel, logFormat)
 			if err != nil {
@@ -54,7 +60,13 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 			if o.SamplingOverrides, err = parseSamplingOverrides(overrides); err != nil {
 				return err
 			}
-			if cs, err := openStore(cmd.Context(), captureDir, storeURL); err != nil {
+			if openRolls < 0 {
+				return fmt.Errorf("--max-open-rollouts %d: must not be negative (0: a twelfth of the descriptor limit)", openRolls)
+			}
+			if openRolls == 0 {
+				openRolls = proxy.DefaultOpenRollouts()
+			}
+			if cs, err := openStore(cmd.Context(), captureDir, storeURL, store.WithMaxIdleRollouts(openRolls)); err != nil {
 				return err
 			} else if cs != nil {
 				defer cs.Close()
@@ -64,8 +76,13 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 			if err != nil {
 				return err
 			}
+			if o.Store == nil {
+				// Before the address line, so a reader of both sees it first.
+				fmt.Fprintln(cmd.ErrOrStderr(), noStoreWarning)
+			}
 			if err := p.Start(cmd.Context()); err != nil {
-				return err
+				// Only listening can fail here: a bad --host or a taken --port.
+				return fmt.Errorf("--host %s --port %d: %w", o.Host, o.Port, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capture proxy at %s → %s (capture dir %q)\n", p.URL(), o.Upstream, captureDir)
 			if o.Model == "" {
@@ -78,13 +95,14 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	f := cmd.Flags()
 	f.StringVar(&o.Upstream, "upstream", "", "vLLM base URL, without /v1 (required)")
 	f.StringVar(&captureDir, "capture-dir", "", "directory of the file store that receives token records; empty disables capture")
+	f.IntVar(&openRolls, "max-open-rollouts", 0, "idle rollouts the file store keeps descriptors for, three each (0: a twelfth of the descriptor limit, at most 256)")
 	addStoreFlag(f, &storeURL)
 	f.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
 	f.IntVar(&o.Port, "port", 0, "listen port (0 picks a free one)")
 	f.StringVar(&o.APIKey, "api-key", "", "key clients must send (Authorization: Bearer or x-api-key)")
 	f.StringVar(&o.UpstreamAPIKey, "upstream-api-key", "", "key sent to the upstream instead of the client's")
 	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
-	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=JSON pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); repeatable")
+	f.StringArrayVar(&overrides, "sampling-override", nil, "KEY=VALUE pinned on every engine request, e.g. temperature=0.6 (max_tokens caps); keys: "+samplingKeyList()+"; repeatable")
 	f.BoolVar(&o.RequestTokenIDs, "request-token-ids", false, "ask vLLM for prompt ids with return_token_ids instead of calling /tokenize")
 	f.BoolVar(&o.DeltaRecords, "delta-records", false, "store resolved prompts as suffixes of the parent's tokens")
 	f.BoolVar(&o.BufferedStreams, "buffered-streams", false, "answer streaming clients as NeMo Gym's model server does: one non-streaming engine call, then the whole reply as a stream (default: pass the engine's stream through as it is generated)")
@@ -95,6 +113,12 @@ records go to --capture-dir in NeMo Gym's file-store format. Without
 	cmd.AddCommand(newRolloutTokenCmd())
 	return cmd
 }
+
+// noStoreWarning says what the proxy does without a store: the training
+// prefix is served like the summary prefix (docs/capture-path.md).
+const noStoreWarning = "warning: neither --capture-dir nor --store is set, so nothing is captured: " +
+	"calls under /ng-rollout/<rollout id>/training-token-capture/ are answered by the engine and logged as call summaries only, " +
+	"with no token record written (capbench verdict will find no records); start the proxy with --capture-dir DIR to capture them"
 
 // modelWarning tells a user who did not set --model that client model names
 // reach the engine as they are: Claude Code asks for claude-* names, which
@@ -145,26 +169,6 @@ func servedModels(ctx context.Context, upstream, apiKey string) []string {
 		}
 	}
 	return ids
-}
-
-// parseSamplingOverrides reads KEY=JSON pairs; a value that is not JSON is a string.
-func parseSamplingOverrides(pairs []string) (map[string]any, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]any, len(pairs))
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--sampling-override %q: want KEY=VALUE", p)
-		}
-		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			val = v
-		}
-		out[k] = val
-	}
-	return out, nil
 }
 
 func proxyLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {

@@ -9,8 +9,9 @@ package main
 //     binary built once for the test; `make test` is skipped (it is the
 //     suite this test belongs to).
 //   - Each command runs in a fresh temp directory; absolute paths under
-//     /data/ and /tmp/ are moved into a sandbox, and every port the README
-//     uses is mapped to a free loopback port.
+//     /data/ and /tmp/ are moved into one sandbox all commands share (a later
+//     command reads what an earlier one wrote there, as in a shell), and
+//     every port the README uses is mapped to a free loopback port.
 //   - `capbench fake-vllm` and `capbench proxy` are servers: they must come up
 //     (answer /health) within serverTimeout and are then stopped, unless the
 //     command's comment says it "refuses", in which case it must exit
@@ -20,7 +21,12 @@ package main
 //   - `verdict` and `explain` given an empty capture directory get the
 //     testdata fixture gym-consumer/03-retry-middle (rollout 3-0), and a
 //     missing --rollouts file gets that rollout's record.
-//   - Every other command must exit 0 within commandTimeout.
+//   - An argument naming a file or folder of the checkout (testdata/...,
+//     docs/...) is given as that path in the checkout; such inputs are only
+//     read.
+//   - Every other command must exit 0 within commandTimeout, unless its
+//     comment says it "exits 1" (a check that finds what it documents), in
+//     which case it must exit with status 1.
 //
 // Skipped, with the reason printed: commands that need a GPU and a real
 // vLLM (--backend vllm, unless CAPBENCH_GPU=1), the Claude Code CLI
@@ -227,6 +233,9 @@ func flagValue(args []string, flag string) string {
 }
 
 func isServer(args []string) bool {
+	if len(args) > 1 && args[0] == "proxy" && !strings.HasPrefix(args[1], "-") {
+		return false // a subcommand such as `proxy rollout-token`
+	}
 	return len(args) > 0 && (args[0] == "fake-vllm" || args[0] == "proxy")
 }
 
@@ -271,18 +280,25 @@ type readmeRun struct {
 	servers  map[string]readmeCommand
 	running  map[string]*exec.Cmd
 	fixtures string
+	repo     string // the checkout's root, for README paths such as testdata/...
 }
 
 var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 
-// rewrite maps ports and absolute paths (into root) of one argument.
-func (r *readmeRun) rewrite(a, root string) string {
+// rewrite maps ports, absolute paths (into the shared sandbox) and paths of
+// the checkout (to the checkout) of one argument.
+func (r *readmeRun) rewrite(a string) string {
 	a = loopbackPort.ReplaceAllStringFunc(a, func(m string) string {
 		return "127.0.0.1:" + r.port(strings.TrimPrefix(m, "127.0.0.1:"))
 	})
 	for _, abs := range []string{"/data/", "/tmp/"} {
 		if strings.HasPrefix(a, abs) {
-			return filepath.Join(root, a)
+			return filepath.Join(r.sandbox, a)
+		}
+	}
+	if r.repo != "" && !filepath.IsAbs(a) && strings.Contains(a, "/") && !strings.HasPrefix(a, "-") {
+		if _, err := os.Stat(filepath.Join(r.repo, a)); err == nil {
+			return filepath.Join(r.repo, a)
 		}
 	}
 	return a
@@ -300,9 +316,9 @@ func (r *readmeRun) port(p string) string {
 	return q
 }
 
-// argv maps a command's arguments; root receives its absolute paths.
+// argv maps a command's arguments.
 // A server without --port gets a free one, named by key.
-func (r *readmeRun) argv(args []string, root, key string) []string {
+func (r *readmeRun) argv(args []string, key string) []string {
 	out := make([]string, 0, len(args)+2)
 	for i, a := range args {
 		if i > 0 && args[i-1] == "--port" {
@@ -313,7 +329,7 @@ func (r *readmeRun) argv(args []string, root, key string) []string {
 			out = append(out, "--port="+r.port(p))
 			continue
 		}
-		out = append(out, r.rewrite(a, root))
+		out = append(out, r.rewrite(a))
 	}
 	if isServer(args) && flagValue(args, "--port") == "" {
 		out = append(out, "--port", r.port("default-"+key))
@@ -335,7 +351,7 @@ func (r *readmeRun) ensureServices(ctx context.Context, args []string) {
 			}
 			sargs, _ := srv.capbenchArgs()
 			r.ensureServices(ctx, sargs)
-			cmd := r.command(context.WithoutCancel(ctx), srv, r.argv(sargs, r.sandbox, strconv.Itoa(srv.line)), r.sandbox)
+			cmd := r.command(context.WithoutCancel(ctx), srv, r.argv(sargs, strconv.Itoa(srv.line)), r.sandbox)
 			Expect(cmd.Start()).To(Succeed())
 			r.running[p] = cmd
 			Expect(waitHealthy(ctx, r.ports[p], cmd)).To(Succeed(), "README line %d: %s", srv.line, srv.text)
@@ -397,10 +413,9 @@ func (r *readmeRun) seed(args []string, cwd string) {
 	if dir == "" {
 		return
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) == 0 {
+		Expect(fixtures.CopyTree(filepath.Join(r.fixtures, "gym-consumer/03-retry-middle/capture"), dir)).To(Succeed())
 	}
-	Expect(fixtures.CopyTree(filepath.Join(r.fixtures, "gym-consumer/03-retry-middle/capture"), dir)).To(Succeed())
 	if in := abs(flagValue(args, "--rollouts")); in != "" {
 		if _, err := os.Stat(in); errors.Is(err, os.ErrNotExist) {
 			raw, err := os.ReadFile(filepath.Join(r.fixtures, "gym-consumer/03-retry-middle/inputs/response-id.json"))
@@ -435,9 +450,7 @@ func (r *readmeRun) stop(p string) {
 // readmeErrata are README commands known to fail as written, each with the
 // fix the README needs. Such a command must still fail (so the entry goes
 // once the README is fixed), and every entry must match a README command.
-var readmeErrata = map[string]string{
-	"capbench run --backend external --proxy-url http://127.0.0.1:9000 --capture-dir /data/capture": "the scenarios are scripted, so their scripts go to the fake vLLM behind the proxy: add --vllm-url http://127.0.0.1:8000",
-}
+var readmeErrata = map[string]string{}
 
 var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"), func() {
 	raw, readErr := os.ReadFile(readmePath)
@@ -460,6 +473,9 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 		dir, ok := fixtures.Dir()
 		Expect(ok).To(BeTrue(), "the test fixtures (testdata/fixtures) are missing")
 		run.fixtures = dir
+		repo, err := filepath.Abs(filepath.Dir(readmePath))
+		Expect(err).NotTo(HaveOccurred())
+		run.repo = repo
 		bin := GinkgoT().TempDir()
 		b, err := env.BuildBinary(ctx, bin, true)
 		Expect(err).NotTo(HaveOccurred())
@@ -498,7 +514,7 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 				run.stop(flagValue(args, "--port"))
 			}
 			run.ensureServices(ctx, args)
-			mapped := run.argv(args, cwd, strconv.Itoa(c.line))
+			mapped := run.argv(args, strconv.Itoa(c.line))
 			run.seed(mapped, cwd)
 			tctx, cancel := context.WithTimeout(ctx, commandTimeout)
 			defer cancel()
@@ -525,6 +541,12 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 			if fix, ok := readmeErrata[c.text]; ok {
 				Expect(err).To(HaveOccurred(), "README line %d now works: delete its readmeErrata entry", c.line)
 				fmt.Fprintf(GinkgoWriter, "README line %d fails as written, as known: %s\n", c.line, fix)
+				return
+			}
+			if strings.Contains(c.note, "exits 1") {
+				var exit *exec.ExitError
+				Expect(errors.As(err, &exit)).To(BeTrue(), "README line %d says it exits 1, but it exited 0 or did not run: %v", c.line, err)
+				Expect(exit.ExitCode()).To(Equal(1), "README line %d says it exits 1", c.line)
 				return
 			}
 			Expect(err).NotTo(HaveOccurred(), "README line %d exits non-zero: %s (its output is above)", c.line, c.text)

@@ -21,6 +21,8 @@ func newRootCmd() *cobra.Command {
 		newPlanCmd(),
 		newDoctorCmd(),
 		newWalkthroughCmd(),
+		newReportCmd(),
+		newCompareCmd(),
 	)
 	return root
 }

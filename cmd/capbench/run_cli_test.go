@@ -147,8 +147,8 @@ var _ = Describe("capbench run", func() {
 		Entry("unknown backend", []string{"run", "--backend", "moon"}, "moon"),
 		Entry("proxy without upstream", []string{"proxy"}, "upstream"),
 		Entry("bench with a malformed header", []string{"bench", "--url", "http://127.0.0.1:1", "--header", "nocolon"}, "Name: value"),
-		Entry("bench with an unknown progress mode", []string{"bench", "--url", "http://127.0.0.1:1", "--progress", "sometimes"}, "auto, on or off"),
-		Entry("bench overhead without rounds", []string{"bench", "--rounds", "0"}, "Rounds"),
+		Entry("bench with an unknown progress mode", []string{"bench", "--url", "http://127.0.0.1:1", "--progress", "sometimes"}, "auto, bars, lines or off"),
+		Entry("bench without rounds", []string{"bench", "--rounds", "0"}, "--rounds"),
 		Entry("fake-vllm with a negative TTFT", []string{"fake-vllm", "--ttft", "-1s", "--port", "0"}, "--ttft -1s: must not be negative", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with an unknown dtype", []string{"fake-vllm", "--dtype", "int4", "--port", "0"}, "argument --dtype: invalid choice: 'int4' (choose from 'auto', 'half'", SpecTimeout(10*time.Second)),
 		Entry("fake-vllm with an unknown KV-cache dtype", []string{"fake-vllm", "--kv-cache-dtype", "int4", "--port", "0"}, "argument --kv-cache-dtype: invalid choice", SpecTimeout(10*time.Second)),
@@ -167,11 +167,12 @@ var _ = Describe("capbench run", func() {
 
 var _ = Describe("capbench bench", func() {
 	It("measures capture overhead in-process when no URL is given", func(ctx SpecContext) {
-		stdout, err := capbench(ctx, "bench", "--concurrency", "2", "--requests", "20", "--rounds", "1", "--json")
+		stdout, err := capbench(ctx, "bench", "--concurrency", "2", "--requests", "20", "--rounds", "1", "--json", "--progress", "off")
 		Expect(err).NotTo(HaveOccurred())
 		var res map[string]any
 		Expect(json.Unmarshal([]byte(stdout), &res)).To(Succeed())
-		Expect(res).To(HaveKeyWithValue("schema", "capbench.overhead/v1"))
-		Expect(res).To(HaveKeyWithValue("captured_all", true))
+		Expect(res).To(HaveKeyWithValue("schema", "capbench.bench/v1"))
+		Expect(res["capture"]).To(HaveKeyWithValue("captured_all", true))
+		Expect(res["overhead"]).To(HaveLen(1))
 	})
 })

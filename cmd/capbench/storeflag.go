@@ -30,12 +30,12 @@ func addStoreFlag(f *pflag.FlagSet, dst *string) {
 
 // openStore opens the store named by --capture-dir or --store; it returns
 // nil when neither is set.
-func openStore(ctx context.Context, captureDir, storeURL string) (captureStore, error) {
+func openStore(ctx context.Context, captureDir, storeURL string, fileOpts ...store.FileOption) (captureStore, error) {
 	switch {
 	case captureDir != "" && storeURL != "":
 		return nil, errors.New("--capture-dir and --store name the same thing; give one of them")
 	case captureDir != "":
-		fs, err := store.NewFileStore(captureDir)
+		fs, err := store.NewFileStore(captureDir, fileOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("--capture-dir: %w", err)
 		}
@@ -60,7 +60,7 @@ func openStore(ctx context.Context, captureDir, storeURL string) (captureStore, 
 		if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
 			return nil, fmt.Errorf("--store %q: want file:///absolute/dir", storeURL)
 		}
-		fs, err := store.NewFileStore(u.Path)
+		fs, err := store.NewFileStore(u.Path, fileOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("--store: %w", err)
 		}

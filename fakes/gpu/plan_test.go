@@ -20,7 +20,8 @@ func qwen() gpu.Profile {
 	return p
 }
 
-// expectedBlocks recomputes spec §6's formula from the profile's inputs:
+// expectedBlocks recomputes vLLM's KV-block formula (docs/plan.md) from the
+// profile's inputs:
 // blocks = floor((ceil(total×util) − non_kv) / (16 × kv_bytes_per_token)).
 func expectedBlocks(p gpu.Profile, total int64, util float64, batched int, kvElemBytes int64) int64 {
 	requested := int64(math.Ceil(float64(total) * util))
@@ -128,7 +129,7 @@ var _ = Describe("Plan", func() {
 		Entry("141 GiB, 40960", "141GiB", 40960, true),
 	)
 
-	// Anchored on the spec's worked predictions (vllm-fidelity §6), not on the
+	// Anchored on independently worked predictions for 48 GB cards, not on the
 	// formula the table above recomputes, so a shared mistake in both shows.
 	DescribeTable("lands inside the spec's predicted ranges for 48 GB cards",
 		func(total string, availLo, availHi float64, estLo, estHi int, concLo, concHi float64) {

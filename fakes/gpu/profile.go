@@ -34,8 +34,8 @@ type Profile struct {
 	DType                 string // checkpoint dtype (torch_dtype)
 
 	// Memory that is neither weights nor KV cache. vLLM measures these by
-	// profiling; the fake estimates them (spec §6.2: about 2–3 GiB for a 4B
-	// model at 2048 batched tokens).
+	// profiling; the fake estimates them (about 2–3 GiB for a 4B model at 2048
+	// batched tokens; docs/plan.md#model-profiles).
 	ActivationBaseBytes     int64 // activation peak independent of batch size
 	ActivationBytesPerToken int64 // extra activation peak per max_num_batched_tokens
 	NonTorchBytes           int64 // CUDA context, allocator slack, NCCL

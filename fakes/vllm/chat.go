@@ -216,7 +216,9 @@ func (s *Server) checkModel(name string) *apiError {
 	return notFoundModel(name)
 }
 
-// toolGate applies vLLM's tool_choice validation and gatekeeping (§4.1).
+// toolGate applies vLLM's tool_choice validation and gatekeeping: any
+// choice but "none" needs tools, and "auto" needs --enable-auto-tool-choice
+// and --tool-call-parser.
 func (s *Server) toolGate(reqTools *[]json.RawMessage, toolChoice json.RawMessage) (choice, named string, ae *apiError) {
 	hasTools := reqTools != nil
 	if hasTools && len(*reqTools) == 0 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +86,10 @@ func flood(ctx context.Context, host string, n int) []net.Conn {
 	return conns
 }
 
+// WatchOpenRollouts is the watch's --max-open-rollouts: the file store may
+// keep three descriptors for each of that many idle rollouts.
+const WatchOpenRollouts = 4
+
 // Watch sends cfg.WatchCalls calls and samples the proxy's memory and
 // descriptors; the notes give the resident set and open files before, at
 // the peak and after the callers have gone.
@@ -98,7 +103,7 @@ func Watch(ctx context.Context, cfg Config) (Row, error) {
 		return Row{}, err
 	}
 	defer s.close()
-	p, err := s.addProxy(ctx, env.ProxySpec{Args: []string{"--idle-timeout", "1s"}})
+	p, err := s.addProxy(ctx, env.ProxySpec{Args: []string{"--idle-timeout", "1s", "--max-open-rollouts", strconv.Itoa(WatchOpenRollouts)}})
 	if err != nil {
 		return Row{}, err
 	}

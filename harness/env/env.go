@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/scenarios"
 )
 
@@ -132,6 +134,18 @@ type Spec struct {
 	// CaptureOff runs the in-process proxy without a store: a model server
 	// whose capture is disabled forwards calls and records nothing.
 	CaptureOff bool
+	// Fake tunes the in-process fake beyond the server flags and GPU (the
+	// bench's profile, timing model and output lengths); nil keeps the
+	// scenario defaults.
+	Fake *FakeTuning
+	// OnPut, when set, is told how long every store Put of the in-process
+	// proxy took (the durable write: append, fsync, state) and its error.
+	// It is called from request goroutines.
+	OnPut func(d time.Duration, err error)
+	// BufferedStreams makes the in-process proxy buffer streamed replies as
+	// NeMo Gym's model server does (the whole generation, then a synthetic
+	// stream), so a benchmark can show what streaming pass-through buys.
+	BufferedStreams bool
 }
 
 // GPU configures the fake vLLM's KV-cache memory model.
@@ -139,6 +153,16 @@ type GPU struct {
 	MemoryBytes       int64
 	MemoryUtilization float64
 	KVCacheDType      string
+}
+
+// FakeTuning are fake vLLM settings a load test needs (in-process fake).
+type FakeTuning struct {
+	// Profile names the model geometry ("" = derived from the model).
+	Profile     string
+	Timing      vllm.Timing
+	Lengths     vllm.Lengths
+	LedgerLimit int
+	MaxNumSeqs  int
 }
 
 // Start builds the environment described by spec.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/record"
@@ -40,4 +41,24 @@ func (s *faultStore) Put(ctx context.Context, e *record.Entry) error {
 		return nil
 	}
 	return s.Store.Put(ctx, e)
+}
+
+// timedStore reports the duration of every Put (the bench's store latency).
+type timedStore struct {
+	proxy.Store
+	onPut func(time.Duration, error)
+}
+
+func withPutTiming(s proxy.Store, onPut func(time.Duration, error)) proxy.Store {
+	if onPut == nil {
+		return s
+	}
+	return &timedStore{Store: s, onPut: onPut}
+}
+
+func (s *timedStore) Put(ctx context.Context, e *record.Entry) error {
+	start := time.Now()
+	err := s.Store.Put(ctx, e)
+	s.onPut(time.Since(start), err)
+	return err
 }

@@ -123,11 +123,11 @@ func (l *local) startProxy(ctx context.Context, spec Spec, upstream string) erro
 	}
 	l.store = fs
 	l.closers = append(l.closers, fs.Close)
-	var st proxy.Store = withFaults(fs, spec.Faults)
+	var st proxy.Store = withPutTiming(withFaults(fs, spec.Faults), spec.OnPut)
 	if spec.CaptureOff {
 		st = nil // capture disabled: plain forwarding
 	}
-	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger)})
+	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger), BufferedStreams: spec.BufferedStreams})
 	if err != nil {
 		return fmt.Errorf("create proxy: %w", err)
 	}
@@ -162,6 +162,10 @@ func startInProcess(ctx context.Context, spec Spec) (_ Env, err error) {
 	opts := fakeOptions(spec.Server)
 	opts.Logger = discardLogger(spec.Logger)
 	opts.GPUMemory, opts.GPUMemoryUtilization, opts.KVCacheDType = spec.GPU.MemoryBytes, spec.GPU.MemoryUtilization, spec.GPU.KVCacheDType
+	if t := spec.Fake; t != nil {
+		opts.Profile, opts.Timing, opts.Lengths = t.Profile, t.Timing, t.Lengths
+		opts.LedgerLimit, opts.MaxNumSeqs = t.LedgerLimit, t.MaxNumSeqs
+	}
 	fake, err := vllm.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create fake vLLM: %w", err)

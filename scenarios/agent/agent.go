@@ -77,7 +77,8 @@ type Target struct {
 
 var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// CaptureKey is the rollout id the record derives to (contract §7.4).
+// CaptureKey is the rollout id the record derives to
+// (docs/consumer.md#the-rollouts-record-format).
 func (t Target) CaptureKey() string {
 	if t.RolloutID != "" {
 		return t.RolloutID
@@ -101,7 +102,7 @@ func (t Target) validate() error {
 // Attribution says how the finished record names its terminal response.
 type Attribution string
 
-// Attribution modes (contract §5).
+// Attribution modes (docs/consumer.md#terminal-attribution).
 const (
 	// Delivered: response.id is the last served reply's id (response_id witness).
 	Delivered Attribution = "delivered"
@@ -254,7 +255,8 @@ type Plan struct {
 	NativeTokens bool
 }
 
-// RecordKey is how a finished record names its rollout (contract §7.4).
+// RecordKey is how a finished record names its rollout
+// (docs/consumer.md#the-rollouts-record-format).
 type RecordKey string
 
 // Record key modes.

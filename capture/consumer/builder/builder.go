@@ -499,7 +499,8 @@ func Round4(x float64) float64 {
 	return v
 }
 
-// resolveParent applies the placement table of the contract (§4.1 step 5).
+// resolveParent places a record under the parent its record names, trusting
+// the link only when the digests prove it (docs/consumer.md#building-chains-prefix_merging).
 func resolveParent(n *node, placed map[string]*node, index *prefixIndex) (*node, string) {
 	e := n.entry
 	if r := e.ParentResolution; r != nil {

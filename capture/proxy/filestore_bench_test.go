@@ -1,0 +1,118 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/fakes/vllm"
+)
+
+// closedLoop sends n small chat calls with c workers; worker w sends its
+// j-th call to urlFor(w, j). It returns the calls per second.
+func closedLoop(b *testing.B, client *http.Client, urlFor func(w, j int) string, body []byte, c, n int) float64 {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for w := range c {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				if next.Add(1) > int64(n) {
+					return
+				}
+				resp, err := client.Post(urlFor(w, j), "application/json", bytes.NewReader(body))
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Store(fmt.Errorf("status %d", resp.StatusCode))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// processCPU is the process's user + system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkProxyFileStore is the capture proxy over the file store (two
+// fsyncs per call, NeMo Gym's on-disk format) with 1, 16 and 64 concurrent
+// rollouts and 1 or 50 small non-streaming calls per rollout, against the
+// same fake vLLM called directly in the same run. One op is one call; each
+// sub-benchmark reports the proxy's calls/s, the direct calls/s measured just
+// before with as many calls, and their ratio.
+func BenchmarkProxyFileStore(b *testing.B) {
+	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fake.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer fake.Close()
+	body := []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
+	client := benchClient()
+	for _, c := range []int{1, 16, 64} {
+		for _, perRollout := range []int{1, 50} {
+			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", c, perRollout), func(b *testing.B) {
+				fs, err := store.NewFileStore(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer fs.Close()
+				p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: fs, RequestTokenIDs: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				n := max(b.N, c)
+				cpu0 := processCPU()
+				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
+				cpu1 := processCPU()
+				b.ResetTimer()
+				captured := closedLoop(b, client, func(w, j int) string {
+					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
+				}, body, c, n)
+				b.StopTimer()
+				cpu2 := processCPU()
+				b.ReportMetric(captured, "calls/s")
+				b.ReportMetric(direct, "direct-calls/s")
+				b.ReportMetric(captured/direct, "ratio")
+				// CPU (client, proxy, fake and kernel, all in this process)
+				// moves far less with the machine's load than throughput.
+				b.ReportMetric(float64((cpu2-cpu1).Microseconds())/float64(n), "cpu-µs/call")
+				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(n), "direct-cpu-µs/call")
+			})
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package proxy_test
+
+import (
+	"context"
+	"sync/atomic"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+)
+
+// countingFileStore counts the whole-rollout reads and the tail reads the
+// proxy makes.
+type countingFileStore struct {
+	*store.FileStore
+	whole, tails, lines atomic.Int64
+	tailEntries         atomic.Int64
+}
+
+func (c *countingFileStore) ReadEntries(ctx context.Context, id string) ([]*record.Entry, error) {
+	c.whole.Add(1)
+	return c.FileStore.ReadEntries(ctx, id)
+}
+
+func (c *countingFileStore) ReadTail(ctx context.Context, id string, from store.Cursor) (store.Tail, error) {
+	c.tails.Add(1)
+	t, err := c.FileStore.ReadTail(ctx, id, from)
+	c.tailEntries.Add(int64(len(t.Entries)))
+	return t, err
+}
+
+func (c *countingFileStore) ReadLine(ctx context.Context, id string, at store.LineRef) (*record.Entry, error) {
+	c.lines.Add(1)
+	return c.FileStore.ReadLine(ctx, id, at)
+}
+
+var _ = Describe("parent resolution over the file store", func() {
+	It("reads only the lines each call adds, never the whole rollout again", func(ctx SpecContext) {
+		fake := startFake()
+		fs, err := store.NewFileStore(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		st := &countingFileStore{FileStore: fs}
+		p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = true })
+		url := p.URL() + "/ng-rollout/follow-1/training-token-capture/v1/chat/completions"
+		msgs := []any{map[string]any{"role": "user", "content": "start"}}
+		const calls = 12
+		for i := range calls {
+			r := do(ctx, "POST", url, mustJSON(map[string]any{"model": "policy", "messages": msgs}), nil)
+			Expect(r.Status).To(Equal(200), string(r.Body))
+			asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": asst["content"]},
+				map[string]any{"role": "user", "content": "more " + string(rune('a'+i))})
+		}
+		es, err := fs.ReadEntries(ctx, "follow-1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(es).To(HaveLen(calls))
+		for i, e := range es[1:] {
+			Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved), "call %d: %s", i+1, e.ParentResolutionReason)
+			Expect(*e.ParentCallID).To(Equal(es[i].ModelCallID))
+		}
+		Expect(st.whole.Load()).To(BeZero())
+		// Calls 2..n each read the one line the call before added.
+		Expect(st.tails.Load()).To(BeEquivalentTo(calls - 1))
+		Expect(st.tailEntries.Load()).To(BeEquivalentTo(calls - 1))
+		Expect(st.lines.Load()).To(BeNumerically(">=", calls-1))
+	})
+})

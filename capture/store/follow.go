@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/capbench/capbench/capture/record"
+)
+
+// TailReader is the incremental read side of a store: the entries appended
+// after a cursor, and one committed entry by its place in the file. A
+// request-time reader (the proxy's parent resolution) uses it through a
+// Follower so that no call re-reads the calls before it.
+type TailReader interface {
+	ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error)
+	ReadLine(ctx context.Context, rolloutID string, at LineRef) (*record.Entry, error)
+}
+
+// Cursor is a place in one rollout's records file: an offset in one file
+// (by identity), so a replaced or truncated file is noticed.
+type Cursor struct {
+	offset int64
+	file   fileID
+}
+
+// LineRef locates one committed line.
+type LineRef struct {
+	offset int64
+	length int
+	file   fileID
+}
+
+// Tail is what was appended after a cursor. Reset means the file is not the
+// one the cursor was in (deleted, replaced, cut back): Entries then hold the
+// whole rollout, from its first line, and earlier refs are void.
+type Tail struct {
+	Entries []*record.Entry
+	Refs    []LineRef
+	Next    Cursor
+	Reset   bool
+}
+
+// ErrStaleRef is returned by ReadLine when the file no longer holds the line
+// (it was replaced or cut back since the ref was read).
+var ErrStaleRef = errors.New("line reference is stale")
+
+// ReadTail returns the entries of the lines after from, under a shared lock,
+// repairing nothing: a torn unterminated last line is left for later, as
+// ReadEntries leaves it.
+func (s *FileStore) ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error) {
+	h, err := s.lock(ctx, rolloutID, false)
+	if err != nil {
+		return Tail{}, err
+	}
+	defer h.unlock()
+	path := s.path(rolloutID, suffixJSONL)
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return Tail{Entries: []*record.Entry{}, Reset: from != Cursor{}}, nil
+	}
+	if err != nil {
+		return Tail{}, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Tail{}, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	id := idOf(fi)
+	out := Tail{Entries: []*record.Entry{}}
+	start := from.offset
+	if from.file != id || start > fi.Size() {
+		out.Reset = from != Cursor{}
+		start = 0
+	}
+	data := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(data, start); err != nil && len(data) > 0 {
+		return Tail{}, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	next, err := parseTail(rolloutID, data, start, id, &out)
+	if err != nil {
+		return Tail{}, err
+	}
+	out.Next = Cursor{offset: next, file: id}
+	return out, nil
+}
+
+// parseTail parses data (the file from offset base) into out and returns the
+// offset after the last line it took.
+func parseTail(id string, data []byte, base int64, file fileID, out *Tail) (int64, error) {
+	var parser record.LineParser
+	pos := base
+	for rest := data; len(rest) > 0; {
+		line, next := nextLine(rest)
+		start := pos
+		raw := len(rest) - len(next)
+		rest = next
+		payload := trimLine(line)
+		if len(payload) > 0 {
+			e, err := parser.Parse(payload)
+			if err != nil {
+				if next == nil && !json.Valid(payload) {
+					// A torn last line: never acknowledged; read again later.
+					return start, nil
+				}
+				return 0, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
+			}
+			out.Entries = append(out.Entries, e)
+			out.Refs = append(out.Refs, LineRef{offset: start, length: raw, file: file})
+		}
+		pos += int64(raw)
+	}
+	return pos, nil
+}
+
+// ReadLine reads the one entry at ref, under a shared lock.
+func (s *FileStore) ReadLine(ctx context.Context, rolloutID string, ref LineRef) (*record.Entry, error) {
+	h, err := s.lock(ctx, rolloutID, false)
+	if err != nil {
+		return nil, err
+	}
+	defer h.unlock()
+	path := s.path(rolloutID, suffixJSONL)
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	if idOf(fi) != ref.file || ref.offset+int64(ref.length) > fi.Size() {
+		return nil, fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+	}
+	buf := make([]byte, ref.length)
+	if _, err := f.ReadAt(buf, ref.offset); err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	e, err := record.ParseLine(trimLine(buf))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, rolloutID, ref.offset, err)
+	}
+	return e, nil
+}
+
+// Follower follows one rollout's records for request-time parent
+// resolution: each Refresh reads only what was appended since the last, and
+// a parent's cumulative tokens are read from that parent's own lines. It
+// keeps one small reference per call, never token arrays, so nothing a call
+// costs grows with the calls before it. Not safe for concurrent use.
+type Follower struct {
+	src   TailReader
+	id    string
+	cur   Cursor
+	lines map[string]followed
+}
+
+type followed struct {
+	ref    LineRef
+	delta  bool
+	parent string
+}
+
+// NewFollower follows rolloutID in src from its first line.
+func NewFollower(src TailReader, rolloutID string) *Follower {
+	return &Follower{src: src, id: rolloutID, lines: map[string]followed{}}
+}
+
+// Refresh reads what was appended since the last Refresh. With reset, the
+// file is not the one followed so far (deleted, replaced or cut back):
+// added then holds every entry of the rollout and earlier ones are void.
+func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bool, err error) {
+	t, err := f.src.ReadTail(ctx, f.id, f.cur)
+	if err != nil {
+		return nil, false, err
+	}
+	if t.Reset {
+		clear(f.lines)
+	}
+	for i, e := range t.Entries {
+		if _, dup := f.lines[e.ModelCallID]; dup {
+			continue // the first line of a call id is the one that counts
+		}
+		fl := followed{ref: t.Refs[i], delta: e.PromptIsDelta}
+		if e.ParentCallID != nil {
+			fl.parent = *e.ParentCallID
+		}
+		f.lines[e.ModelCallID] = fl
+	}
+	f.cur = t.Next
+	return t.Entries, t.Reset, nil
+}
+
+// Len is how many call ids have been followed.
+func (f *Follower) Len() int { return len(f.lines) }
+
+// Cumulative returns a followed call's full prompt + generation, reading
+// its line (and, for a delta record, the lines back to its full-prompt
+// anchor).
+func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error) {
+	var chain []*record.Entry
+	seen := map[string]bool{}
+	for id := callID; ; {
+		fl, ok := f.lines[id]
+		if !ok {
+			return nil, fmt.Errorf("call %s is not in the rollout's entries", id)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("delta chain loops at call %s", id)
+		}
+		seen[id] = true
+		e, err := f.src.ReadLine(ctx, f.id, fl.ref)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, e)
+		if !fl.delta {
+			break
+		}
+		if fl.parent == "" {
+			return nil, fmt.Errorf("delta record %s has no parent", id)
+		}
+		id = fl.parent
+	}
+	var out []int
+	for _, e := range slices.Backward(chain) {
+		out = append(out, e.PromptTokenIDs...)
+		out = append(out, e.GenerationTokenIDs...)
+	}
+	return out, nil
+}
+
+var _ TailReader = (*FileStore)(nil)

@@ -1,0 +1,81 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/capture/store"
+)
+
+var _ = Describe("following a rollout's records", func() {
+	var (
+		ctx context.Context
+		dir string
+		fs  *store.FileStore
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		dir = GinkgoT().TempDir()
+		var err error
+		fs, err = store.NewFileStore(dir)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("reads only what was appended since the last refresh, and a call's tokens from its own line", func() {
+		_, want := chainedLines("f1", 9)
+		f := store.NewFollower(fs, "f1")
+		added, reset, err := f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reset).To(BeFalse())
+		Expect(added).To(BeEmpty())
+		for i, e := range want {
+			Expect(fs.Put(ctx, e)).To(Succeed())
+			added, reset, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(reset).To(BeFalse())
+			Expect(added).To(Equal([]*record.Entry{e}), "call %d", i)
+		}
+		Expect(f.Len()).To(Equal(len(want)))
+		for _, e := range want {
+			got, err := f.Cumulative(ctx, e.ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got).To(Equal(e.Cumulative()))
+		}
+		_, err = f.Cumulative(ctx, "nope")
+		Expect(err).To(MatchError(ContainSubstring("not in the rollout's entries")))
+	})
+
+	It("leaves a torn last line for later and starts over when the file is replaced", func() {
+		lines, want := chainedLines("f2", 4)
+		writeLines(dir, "f2", lines[:3], `{"rollout_id":"f2","model_call`)
+		f := store.NewFollower(fs, "f2")
+		added, _, err := f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(added).To(Equal(want[:3]))
+		By("the file being deleted and written again under the same id")
+		Expect(fs.Delete(ctx, "f2")).To(Succeed())
+		writeLines(dir, "f2", lines[3:], "")
+		added, reset, err := f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reset).To(BeTrue())
+		Expect(added).To(Equal(want[3:]))
+		Expect(f.Len()).To(Equal(1))
+		By("a reference into a file cut back below it")
+		Expect(os.Truncate(filepath.Join(dir, "f2.tokens.jsonl"), 10)).To(Succeed())
+		_, err = f.Cumulative(ctx, want[3].ModelCallID)
+		Expect(err).To(MatchError(store.ErrStaleRef))
+	})
+
+	It("refuses to follow a planted link", func() {
+		victim := filepath.Join(GinkgoT().TempDir(), "v")
+		Expect(os.WriteFile(victim, []byte("x\n"), 0o600)).To(Succeed())
+		Expect(os.Symlink(victim, filepath.Join(dir, "f3.tokens.jsonl"))).To(Succeed())
+		_, _, err := store.NewFollower(fs, "f3").Refresh(ctx)
+		Expect(err).To(MatchError(ContainSubstring("not a regular file")))
+	})
+})
