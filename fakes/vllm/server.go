@@ -341,7 +341,11 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
 			return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
 		}
 	}
-	body, err := readAllSized(http.MaxBytesReader(nil, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
+	var src io.Reader = r.Body // net/http stops a body at its declared Content-Length
+	if r.ContentLength < 0 || r.ContentLength > s.opts.MaxBodyBytes {
+		src = http.MaxBytesReader(nil, r.Body, s.opts.MaxBodyBytes)
+	}
+	body, err := readAllSized(src, r.ContentLength, s.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
