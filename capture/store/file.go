@@ -1230,10 +1230,14 @@ func (s *FileStore) danglingIntents(id string, entries []*record.Entry) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("store: read intents of %s: %w", id, err)
 	}
-	return dangling(strings.Split(string(data), "\n"), entries), nil
+	return DanglingIntents(strings.Split(string(data), "\n"), entries), nil
 }
 
-func dangling(lines []string, entries []*record.Entry) []string {
+// DanglingIntents lists, sorted, the call intents among lines that have
+// neither an entry nor a cancel line ("-<call id>"): calls that began and
+// never committed, which make a snapshot incomplete. Every store backend
+// keeps intents as such lines (docs/store.md#files-per-rollout).
+func DanglingIntents(lines []string, entries []*record.Entry) []string {
 	open := map[string]bool{}
 	cancelled := map[string]bool{}
 	for _, l := range lines {

@@ -189,7 +189,7 @@ func (m *MemoryStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, 
 	return &Snapshot{
 		RolloutID:  rolloutID,
 		Entries:    entries,
-		Incomplete: r.state.Incomplete || len(dangling(r.intents, entries)) > 0,
+		Incomplete: r.state.Incomplete || len(DanglingIntents(r.intents, entries)) > 0,
 		SnapshotID: r.state.SnapshotID,
 		Version:    r.state.Version,
 	}, nil
