@@ -16,8 +16,9 @@ import (
 )
 
 // stalledRead posts body with the fake's stall fault and reads the reply to
-// its end, returning what arrived, the read error and how long it took.
-func stalledRead(ctx context.Context, url string, body []byte) (int, []byte, error, time.Duration) {
+// its end, returning the status, what arrived, how long it took and the
+// read error.
+func stalledRead(ctx context.Context, url string, body []byte) (int, []byte, time.Duration, error) {
 	GinkgoHelper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	Expect(err).NotTo(HaveOccurred())
@@ -28,7 +29,7 @@ func stalledRead(ctx context.Context, url string, body []byte) (int, []byte, err
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	got, rerr := io.ReadAll(resp.Body)
-	return resp.StatusCode, got, rerr, time.Since(start)
+	return resp.StatusCode, got, time.Since(start), rerr
 }
 
 var _ = Describe("a stream that stalls after its headers", func() {
@@ -49,7 +50,7 @@ var _ = Describe("a stream that stalls after its headers", func() {
 		func(ctx SpecContext, path, body string) {
 			st := store.NewMemoryStore()
 			p := startProxy(ctx, fake.URL(), st, idle)
-			status, got, rerr, took := stalledRead(ctx, p.URL()+"/ng-rollout/s1/training-token-capture"+path, []byte(body))
+			status, got, took, rerr := stalledRead(ctx, p.URL()+"/ng-rollout/s1/training-token-capture"+path, []byte(body))
 			Expect(status).To(Equal(200))
 			Expect(took).To(BeNumerically("<", 5*time.Second), "the proxy waited for the stalled engine")
 			Expect(rerr).To(HaveOccurred(), "the client read a clean end of a stalled stream: %s", got)
@@ -64,7 +65,7 @@ var _ = Describe("a stream that stalls after its headers", func() {
 
 	It("cuts a relayed (plain) stream too", func(ctx SpecContext) {
 		p := startProxy(ctx, fake.URL(), store.NewMemoryStore(), idle)
-		status, got, rerr, took := stalledRead(ctx, p.URL()+"/v1/chat/completions",
+		status, got, took, rerr := stalledRead(ctx, p.URL()+"/v1/chat/completions",
 			[]byte(`{"model":"policy","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 		Expect(status).To(Equal(200))
 		Expect(took).To(BeNumerically("<", 5*time.Second))
@@ -74,7 +75,7 @@ var _ = Describe("a stream that stalls after its headers", func() {
 	It("defaults to --upstream-timeout", func(ctx SpecContext) {
 		st := store.NewMemoryStore()
 		p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.Limits.UpstreamTimeout = 300 * time.Millisecond })
-		_, got, rerr, took := stalledRead(ctx, p.URL()+"/ng-rollout/s2/training-token-capture/v1/chat/completions",
+		_, got, took, rerr := stalledRead(ctx, p.URL()+"/ng-rollout/s2/training-token-capture/v1/chat/completions",
 			[]byte(`{"model":"policy","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 		Expect(took).To(BeNumerically("<", 5*time.Second))
 		Expect(rerr).To(HaveOccurred())
