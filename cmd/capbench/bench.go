@@ -51,6 +51,8 @@ type benchFlags struct {
 	progressEvery                              time.Duration
 	metricsURL                                 string
 	scrapeEvery, requestTimeout                time.Duration
+	shard, startAt                             string
+	shards                                     int
 }
 
 func newBenchCmd() *cobra.Command {
@@ -144,6 +146,9 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.StringVar(&f.metricsURL, "metrics-url", "", "scrape this /metrics URL (default: the model server's; off = none)")
 	fl.DurationVar(&f.scrapeEvery, "scrape-every", 250*time.Millisecond, "scrape interval of /metrics")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "give up on one request after this long")
+	fl.StringVar(&f.shard, "shard", "", "run shard I of N (0-based, e.g. 0/4) of the schedule; merge the shards with capbench merge")
+	fl.IntVar(&f.shards, "shards", 0, "the shard total when the index comes from JOB_COMPLETION_INDEX (or set CAPBENCH_SHARDS)")
+	fl.StringVar(&f.startAt, "start-at", "", "wait until this RFC3339 time and count the schedule from it (every shard of a run gets the same)")
 	return cmd
 }
 
@@ -285,7 +290,34 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 		hdr.Add(name, value)
 	}
 	o.Header, o.APIKey, o.MetricsURL, o.ScrapeInterval, o.RequestTimeout = hdr, f.apiKey, f.metricsURL, f.scrapeEvery, f.requestTimeout
-	return o, nil
+	return o, shardOptions(f, &o, os.Getenv)
+}
+
+// shardOptions reads --shard/--shards/JOB_COMPLETION_INDEX and --start-at.
+func shardOptions(f benchFlags, o *driver.Options, getenv func(string) string) error {
+	if f.startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, f.startAt)
+		if err != nil {
+			return fmt.Errorf("--start-at %q: want an RFC3339 time such as 2026-12-01T18:00:00Z", f.startAt)
+		}
+		o.StartAt = t
+	}
+	sh, err := bench.ShardFromEnv(f.shard, f.shards, getenv)
+	if err != nil || sh.Total == 0 {
+		return err
+	}
+	c := o.Config
+	switch {
+	case c.Workload != bench.WorkloadChat:
+		return fmt.Errorf("--shard splits the chat workload only, not --workload %s", c.Workload)
+	case c.Target == bench.TargetEmbedded:
+		return errors.New("--shard needs a shared server (--url or --proxy-url): every shard would start its own embedded stack")
+	}
+	o.Shard = sh
+	// The schedule checks (one stage, a worker per shard) live in
+	// bench.LoadConfig.Validate.
+	return bench.LoadConfig{Stages: c.Stages, Requests: c.Requests, Duration: time.Duration(c.Duration * float64(time.Second)),
+		Windows: c.Windows, Rounds: c.Rounds, Shard: sh}.Validate()
 }
 
 func setIf(dst *string, v string) {
@@ -350,6 +382,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	}
 	if o.Config.Workload == bench.WorkloadSessions {
 		total = 0
+	}
+	if o.Shard.Sharded() {
+		total = o.Shard.Jobs(total)
 	}
 	pr, err := newBenchProgress(f.progress, cmd.ErrOrStderr(), total, f.progressEvery)
 	if err != nil {
