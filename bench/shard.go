@@ -66,6 +66,9 @@ func ParseShard(v string) (Shard, error) {
 		return Shard{}, fmt.Errorf("--shard %q: want I/N, e.g. 0/4 (index from 0)", v)
 	}
 	s := Shard{Index: i, Total: n}
+	if n < 1 {
+		return Shard{}, fmt.Errorf("--shard %s: want I/N with 0 <= I < N", s)
+	}
 	return s, s.Validate()
 }
 
@@ -168,6 +171,12 @@ func MergeShards(rs []*Result, sources []string, lateTolerance time.Duration) (*
 	if len(rs) == 0 {
 		return nil, errors.New("merge: no shard result given")
 	}
+	if len(sources) != len(rs) {
+		sources = make([]string, len(rs))
+		for k := range rs {
+			sources[k] = fmt.Sprintf("result %d", k+1)
+		}
+	}
 	if err := checkShardSet(rs, sources); err != nil {
 		return nil, err
 	}
@@ -217,16 +226,21 @@ func MergeShards(rs []*Result, sources []string, lateTolerance time.Duration) (*
 }
 
 func checkShardSet(rs []*Result, sources []string) error {
-	n := len(rs)
+	for k, r := range rs {
+		if r.Shard == nil {
+			return fmt.Errorf("merge: %s is not a shard result (run it with capbench bench --shard I/N)", sources[k])
+		}
+	}
+	n := rs[0].Shard.Total
 	seen := map[int]string{}
 	for k, r := range rs {
 		switch {
-		case r.Shard == nil:
-			return fmt.Errorf("merge: %s is not a shard result (run it with capbench bench --shard I/N)", sources[k])
 		case r.Merge != nil:
 			return fmt.Errorf("merge: %s is already a merged result", sources[k])
 		case r.Shard.Total != n:
-			return fmt.Errorf("merge: %s is shard %d of %d, but %d results were given; pass every shard's result.json", sources[k], r.Shard.Index, r.Shard.Total, n)
+			return fmt.Errorf("merge: %s is one of %d shards, %s one of %d; pass the results of one run", sources[0], n, sources[k], r.Shard.Total)
+		case r.Shard.Index < 0 || r.Shard.Index >= n:
+			return fmt.Errorf("merge: %s says it is shard %d of %d, outside 0..%d", sources[k], r.Shard.Index, n, n-1)
 		case len(r.Config.Stages) != 1:
 			return fmt.Errorf("merge: %s has %d stages; sharded runs have one", sources[k], len(r.Config.Stages))
 		}
@@ -249,7 +263,8 @@ func checkShardSet(rs []*Result, sources []string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("merge: shard(s) %s of %d missing", strings.Join(missing, ", "), n)
+		return fmt.Errorf("merge: shard(s) %s of %d missing (%d of %d results given); a failed shard's pod may have left none: rerun it or the Job",
+			strings.Join(missing, ", "), n, len(rs), n)
 	}
 	return nil
 }
