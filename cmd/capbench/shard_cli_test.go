@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/harness/env"
+	"github.com/capbench/capbench/scenarios"
+)
+
+// The simulation of a Kubernetes Indexed Job of load shards: N processes of
+// the built binary, each with the environment a pod of the Job gets
+// (JOB_COMPLETION_INDEX, CAPBENCH_SHARDS), against one fake vLLM, merged and
+// checked against one process running the same schedule.
+var _ = Describe("sharded bench processes, merged", Ordered, func() {
+	const shards = 3
+	var bin, fakeURL string
+
+	BeforeAll(func(ctx SpecContext) {
+		if testing.Short() {
+			Skip("-short: the shard simulation builds the binary and runs it as separate processes")
+		}
+		b, err := env.BuildBinary(ctx, GinkgoT().TempDir(), false)
+		Expect(err).NotTo(HaveOccurred())
+		bin = b
+		fake, err := vllm.New(vllm.Options{
+			Model: scenarios.DefaultModel, Seed: 1, Host: "127.0.0.1",
+			Timing:  vllm.Timing{TTFT: 20 * time.Millisecond, InterTokenLatency: 2 * time.Millisecond},
+			Lengths: vllm.Lengths{Mean: 16, StdDev: 0.001, Min: 16},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fake.Start(context.WithoutCancel(ctx))).To(Succeed())
+		DeferCleanup(fake.Close)
+		fakeURL = fake.URL()
+	}, NodeTimeout(5*time.Minute))
+
+	// runBin runs the binary with extra environment and returns its output.
+	runBin := func(ctx context.Context, env []string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+		return cmd
+	}
+
+	// sharded runs the schedule as shards processes and merges them.
+	sharded := func(ctx context.Context, schedule []string) (*bench.Result, []*bench.Result) {
+		dir := GinkgoT().TempDir()
+		at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		var cmds []*exec.Cmd
+		var outs []string
+		for i := range shards {
+			out := filepath.Join(dir, "shard-"+strconv.Itoa(i))
+			args := append([]string{"bench", "--url", fakeURL, "--start-at", at, "--out", out, "--progress", "off", "--metrics-url", "off"}, schedule...)
+			cmd := runBin(ctx, []string{"JOB_COMPLETION_INDEX=" + strconv.Itoa(i), "CAPBENCH_SHARDS=" + strconv.Itoa(shards)}, args...)
+			Expect(cmd.Start()).To(Succeed())
+			cmds, outs = append(cmds, cmd), append(outs, out)
+		}
+		for i, c := range cmds {
+			Expect(c.Wait()).To(Succeed(), "shard %d", i)
+		}
+		var parts []*bench.Result
+		for _, o := range outs {
+			r, err := readBenchResult(o)
+			Expect(err).NotTo(HaveOccurred())
+			parts = append(parts, r)
+		}
+		merged := filepath.Join(dir, "merged")
+		Expect(runBin(ctx, nil, append([]string{"merge", "--out", merged}, outs...)...).Run()).To(Succeed())
+		m, err := readBenchResult(merged)
+		Expect(err).NotTo(HaveOccurred())
+		return m, parts
+	}
+
+	single := func(ctx context.Context, schedule []string) *bench.Result {
+		out := filepath.Join(GinkgoT().TempDir(), "single")
+		args := append([]string{"bench", "--url", fakeURL, "--out", out, "--progress", "off", "--metrics-url", "off"}, schedule...)
+		Expect(runBin(ctx, nil, args...).Run()).To(Succeed())
+		r, err := readBenchResult(out)
+		Expect(err).NotTo(HaveOccurred())
+		return r
+	}
+
+	schedOffsets := func(r *bench.Result) []string {
+		var a []string
+		for _, s := range r.Samples {
+			a = append(a, fmt.Sprintf("%04d@%d", s.Pair, s.ScheduledNS))
+		}
+		sort.Strings(a)
+		return a
+	}
+
+	within := func(got, want, rel float64, what string) {
+		ExpectWithOffset(1, got).To(BeNumerically("~", want, want*rel), "%s: merged %.2f ms vs single %.2f ms", what, got, want)
+	}
+
+	It("an open loop: the merged arrivals are the single process's schedule, exactly", func(ctx SpecContext) {
+		schedule := []string{"--arrival", "poisson", "--rate", "60", "--concurrency", "0", "--requests", "60", "--seed", "5", "--max-tokens", "16"}
+		one := single(ctx, schedule)
+		m, parts := sharded(ctx, schedule)
+		for i, p := range parts {
+			Expect(p.Shard).NotTo(BeNil())
+			Expect(p.Shard.Index).To(Equal(i))
+			Expect(p.Shard.PlannedStart.IsZero()).To(BeFalse())
+			Expect(p.Shard.ActualStart).To(BeTemporally(">=", p.Shard.PlannedStart))
+			Expect(p.Samples).To(HaveLen(20))
+		}
+		Expect(m.SampleCount).To(Equal(one.SampleCount))
+		Expect(m.SampleCount).To(Equal(60))
+		Expect(schedOffsets(m)).To(Equal(schedOffsets(one)), "arrival k of the one seeded schedule, at the same offset")
+		Expect(m.Merge.Problems).To(BeEmpty())
+		Expect(m.Config.Comparable(one.Config)).To(BeEmpty())
+		Expect(m.Summaries).To(HaveLen(1))
+		ms, os1 := m.Summaries[0], one.Summaries[0]
+		Expect(ms.Completed).To(Equal(os1.Completed))
+		within(ms.TTFT.P50, os1.TTFT.P50, 0.5, "TTFT p50")
+		within(ms.E2EL.P50, os1.E2EL.P50, 0.5, "E2EL p50")
+		within(ms.RequestThroughput, os1.RequestThroughput, 0.35, "request throughput (req/s)")
+	}, SpecTimeout(3*time.Minute))
+
+	It("a closed loop: workers and jobs split, the union is the single process's jobs", func(ctx SpecContext) {
+		schedule := []string{"--arrival", "closed", "--concurrency", "7", "--requests", "42", "--max-tokens", "16"}
+		one := single(ctx, schedule)
+		m, parts := sharded(ctx, schedule)
+		workers := 0
+		for _, p := range parts {
+			workers += p.Shard.Concurrency
+		}
+		Expect(workers).To(Equal(7))
+		Expect(m.SampleCount).To(Equal(one.SampleCount))
+		jobs := map[int]bool{}
+		for _, s := range m.Samples {
+			jobs[s.Pair] = true
+		}
+		Expect(jobs).To(HaveLen(42))
+		ms, os1 := m.Summaries[0], one.Summaries[0]
+		within(ms.E2EL.P50, os1.E2EL.P50, 0.5, "E2EL p50")
+		within(ms.RequestThroughput, os1.RequestThroughput, 0.5, "request throughput (req/s)")
+	}, SpecTimeout(3*time.Minute))
+
+	DescribeTable("refuses shard flags it cannot honour, naming them",
+		func(ctx SpecContext, env []string, args []string, want string) {
+			_, err := capbenchEnv(ctx, env, append([]string{"bench", "--progress", "off"}, args...)...)
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("the embedded stack", nil, []string{"--shard", "0/2"}, "--shard needs a shared server (--url or --proxy-url)"),
+		Entry("the sessions workload", nil, []string{"--shard", "0/2", "--url", "http://127.0.0.1:1", "--workload", "sessions"}, "--shard splits the chat workload only"),
+		Entry("a sweep", nil, []string{"--shard", "0/2", "--url", "http://127.0.0.1:1", "--sweep", "concurrency=2,4"}, "--shard 0/2 runs one stage"),
+		Entry("a Job index without a total", []string{"JOB_COMPLETION_INDEX=1"}, []string{"--url", "http://127.0.0.1:1"}, "give the shard total with --shards N or CAPBENCH_SHARDS"),
+		Entry("a bad --start-at", nil, []string{"--url", "http://127.0.0.1:1", "--start-at", "soon"}, `--start-at "soon": want an RFC3339 time`),
+		Entry("more shards than workers", nil, []string{"--shard", "0/3", "--url", "http://127.0.0.1:1", "--concurrency", "2"}, "leaves shard 0 without a worker"),
+	)
+
+	DescribeTable("merge refuses what is not one sharded run",
+		func(ctx SpecContext, args []string, want string) {
+			_, err := capbench(ctx, append([]string{"merge"}, args...)...)
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("no --out", []string{"a/result.json"}, "--out DIR is required"),
+		Entry("a missing file", []string{"--out", "/tmp/never-written-capbench-merge", "/nonexistent/result.json"}, "/nonexistent/result.json: no such file"),
+	)
+})
+
+// capbenchEnv runs the CLI in-process with the environment set for the call.
+func capbenchEnv(ctx context.Context, env []string, args ...string) (string, error) {
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		GinkgoT().Setenv(k, v)
+	}
+	return capbench(ctx, args...)
+}
