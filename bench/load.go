@@ -108,6 +108,9 @@ func (c LoadConfig) validateShard() error {
 	case st.Arrival == Closed && sh.Share(st.Concurrency) < 1:
 		return fmt.Errorf("--shard %s: --concurrency %d over %d shards leaves shard %d without a worker; use at least %d",
 			sh, st.Concurrency, sh.Total, sh.Index, sh.Total)
+	case st.Arrival != Closed && st.Concurrency > 0 && sh.Share(st.Concurrency) < 1:
+		return fmt.Errorf("--shard %s: the in-flight cap --concurrency %d over %d shards leaves shard %d no slot; use at least %d, or 0 for no cap",
+			sh, st.Concurrency, sh.Total, sh.Index, sh.Total)
 	case c.Requests > 0 && c.Requests < sh.Total:
 		return fmt.Errorf("--shard %s: --requests %d over %d shards leaves a shard without a request", sh, c.Requests, sh.Total)
 	}
@@ -318,8 +321,8 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Duration, jobs *jobCounter, anchor, base time.Time, sh Shard, wg *sync.WaitGroup, fire func(int, int64)) {
 	g := newGaps(shape, seed)
 	var slots chan struct{}
-	if c := sh.Share(shape.Concurrency); shape.Concurrency > 0 {
-		slots = make(chan struct{}, max(c, 1))
+	if shape.Concurrency > 0 {
+		slots = make(chan struct{}, sh.Share(shape.Concurrency))
 	}
 	next := anchor
 	timer := time.NewTimer(0)

@@ -286,7 +286,7 @@ func describeShard(r *Result, src string, shift int64, tol time.Duration, m *Mer
 	d.StartLagMS = float64(lag) / 1e6
 	d.Late = lag > tol.Nanoseconds()
 	d.NoneOK = d.Samples > 0 && ok == 0
-	name := fmt.Sprintf("shard %s (%s)", r.Shard.Index0(), src)
+	name := fmt.Sprintf("shard %s (%s)", r.Shard.Label(), src)
 	if d.Late {
 		m.Problems = append(m.Problems, fmt.Sprintf("%s started %.1f ms late (tolerance %.1f ms)", name, d.StartLagMS, ms(tol)))
 	}
@@ -302,8 +302,8 @@ func describeShard(r *Result, src string, shift int64, tol time.Duration, m *Mer
 	return d
 }
 
-// Index0 is "I/N" of the shard.
-func (s ShardInfo) Index0() string { return Shard{Index: s.Index, Total: s.Total}.String() }
+// Label is "I/N" of the shard.
+func (s ShardInfo) Label() string { return Shard{Index: s.Index, Total: s.Total}.String() }
 
 func rebase(s *Sample, shift int64) {
 	s.ScheduledNS += shift

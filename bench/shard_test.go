@@ -117,6 +117,8 @@ var _ = Describe("Shard", func() {
 			"--concurrency 2 over 3 shards leaves shard 0 without a worker"),
 		Entry("a sweep", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 4}, {Arrival: bench.Closed, Concurrency: 8}}, Requests: 10, Shard: bench.Shard{Index: 0, Total: 2}},
 			"--shard 0/2 runs one stage"),
+		Entry("an in-flight cap below the shard count", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Poisson, Rate: 10, Concurrency: 2}}, Requests: 10, Shard: bench.Shard{Index: 0, Total: 3}},
+			"the in-flight cap --concurrency 2 over 3 shards leaves shard 0 no slot"),
 		Entry("fewer requests than shards", bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Poisson, Rate: 10}}, Requests: 2, Shard: bench.Shard{Index: 0, Total: 3}},
 			"--requests 2 over 3 shards"),
 	)

@@ -181,3 +181,35 @@ func capbenchEnv(ctx context.Context, env []string, args ...string) (string, err
 	}
 	return capbench(ctx, args...)
 }
+
+var _ = Describe("capbench merge with a late shard", func() {
+	It("writes the merged result, names the late shard and exits non-zero", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		planned := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		var args []string
+		for i := range 2 {
+			r := &bench.Result{
+				Config: bench.Config{Target: bench.TargetURL, Workload: bench.WorkloadChat, URL: "http://127.0.0.1:1",
+					Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: 2}}, Requests: 4, Seed: 1},
+				Stages: []bench.StageInfo{{Shape: bench.Shape{Arrival: bench.Closed, Concurrency: 2}, StartNS: 0, EndNS: 2e7, Jobs: 2}},
+				Shard:  &bench.ShardInfo{Index: i, Total: 2, PlannedStart: planned, ActualStart: planned.Add(time.Duration(i) * 3 * time.Second), Concurrency: 1},
+			}
+			for k := i; k < 4; k += 2 {
+				r.Samples = append(r.Samples, bench.Sample{Path: bench.PathTarget, Pair: k, StartNS: int64(k) * 1e6, FirstTokenNS: int64(k)*1e6 + 5e6,
+					EndNS: int64(k)*1e6 + 9e6, OutputTokens: 4, PromptTokens: 8})
+			}
+			r.Finish()
+			out := filepath.Join(dir, "shard-"+strconv.Itoa(i))
+			_, err := bench.WriteResult(out, r)
+			Expect(err).NotTo(HaveOccurred())
+			args = append(args, out)
+		}
+		merged := filepath.Join(dir, "merged")
+		_, err := capbench(ctx, append([]string{"merge", "--out", merged, "--late-tolerance", "1s"}, args...)...)
+		Expect(err).To(MatchError(ContainSubstring("1 shard problem(s)")))
+		m, rerr := readBenchResult(merged)
+		Expect(rerr).NotTo(HaveOccurred())
+		Expect(m.Samples).To(HaveLen(4))
+		Expect(m.Merge.Problems).To(ConsistOf(ContainSubstring("shard 1/2 (" + args[1] + ") started 3000.0 ms late (tolerance 1000.0 ms)")))
+	})
+})
