@@ -44,10 +44,12 @@ figures: build
 	$(GO) test ./capture/proxy -run '^$$' -bench StreamTTFT
 	$(GO) test ./capture/consumer -run '^$$' -bench ConsumeCold200x32k -benchtime 20x
 	$(GO) test ./capture/proxy -run '^$$' -bench ProxyFileStore -benchtime 1500x
+	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkRequestBodyMemory -benchtime 1x
+	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkLongRollout -benchtime 1x
 	$(GO) test ./capture/store -run '^$$' -bench ResolveRead200x32k -benchtime 30x
 	$(GO) test ./capture/store -run '^$$' -bench 'BenchmarkPut/lazy-state' -benchtime 8000x
 	$(GO) test ./capture/store/natsstore -run '^$$' -bench BenchmarkPut -benchtime 1s -count 3
-	$(GO) test ./fakes/vllm -run '^$$' -bench NonStreamingVsTrivial -benchtime 3s -count 3
+	$(GO) test ./fakes/vllm -run '^$$' -bench NonStreamingVsTrivial -benchtime 150x -count 6
 	$(GO) test ./bench -run xxx -bench LoadGeneratorVsWrk -benchtime 1x
 	rm -rf $(FIG_TMP) && mkdir -p $(FIG_TMP)
 	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --time-scale 0.1 --slo ttft=2s,tpot=50ms --progress off

@@ -1,5 +1,6 @@
-// Package lineage computes the conversation fingerprints of the capture
-// contract (assistant fingerprint and conversation digest, version 3), builds
+// Package lineage computes the conversation fingerprints NeMo Gym's capture
+// uses (assistant fingerprint and conversation digest, version 3; see
+// docs/capture-path.md#fingerprints-and-digests), builds
 // a call's request items, resolves a request to its parent call at request
 // time, and stamps those results on a token record.
 //

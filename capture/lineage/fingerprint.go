@@ -31,7 +31,7 @@ const (
 	contextDomain     = "nemo-gym-lineage-context"
 )
 
-// Field tags of the assistant fingerprint (§5.2).
+// Field tags of the assistant fingerprint (docs/capture-path.md#fingerprints-and-digests).
 const (
 	fpKind byte = iota
 	fpPayload
@@ -40,7 +40,7 @@ const (
 	fpCallArgs
 )
 
-// Field tags of the conversation digest (§5.3).
+// Field tags of the conversation digest (docs/capture-path.md#fingerprints-and-digests).
 const (
 	cdRole byte = iota
 	cdKind
@@ -58,20 +58,58 @@ type toolCall struct{ id, name, args string }
 
 type toolResult struct{ id, output string }
 
-// writeField writes tag, the UTF-8 length as uint64 big-endian, then s.
-func writeField(h hash.Hash, tag byte, s string) {
-	var hdr [9]byte
-	hdr[0] = tag
-	binary.BigEndian.PutUint64(hdr[1:], uint64(len(s)))
-	h.Write(hdr[:])
-	h.Write([]byte(s))
+// fieldHasher feeds fields to a hash through one scratch buffer: writing
+// []byte(s) straight to a hash.Hash copies every string (the conversion
+// escapes through the interface), which for a long conversation is a second
+// copy of the whole request.
+type fieldHasher struct {
+	h   hash.Hash
+	buf []byte
 }
 
-// AssistantFingerprint is the §5.2 (version 3) fingerprint of the
+const fieldHasherBuf = 1 << 10
+
+func newFieldHasher(domain string) *fieldHasher {
+	f := &fieldHasher{h: sha256.New(), buf: make([]byte, 0, fieldHasherBuf)}
+	f.write(domain)
+	return f
+}
+
+// field writes tag, the UTF-8 length as uint64 big-endian, then s.
+func (f *fieldHasher) field(tag byte, s string) {
+	if cap(f.buf)-len(f.buf) < 9 {
+		f.flush()
+	}
+	f.buf = append(f.buf, tag)
+	f.buf = binary.BigEndian.AppendUint64(f.buf, uint64(len(s)))
+	f.write(s)
+}
+
+func (f *fieldHasher) write(s string) {
+	for len(s) > 0 {
+		if len(f.buf) == cap(f.buf) {
+			f.flush()
+		}
+		n := copy(f.buf[len(f.buf):cap(f.buf)], s)
+		f.buf = f.buf[:len(f.buf)+n]
+		s = s[n:]
+	}
+}
+
+func (f *fieldHasher) flush() {
+	f.h.Write(f.buf)
+	f.buf = f.buf[:0]
+}
+
+func (f *fieldHasher) hex() string {
+	f.flush()
+	return hex.EncodeToString(f.h.Sum(nil))
+}
+
+// AssistantFingerprint is the assistant fingerprint (version 3, docs/capture-path.md#fingerprints-and-digests) of the
 // model-authored items, or "" when there are none.
 func AssistantFingerprint(items []any) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(fingerprintDomain))
+	h := newFieldHasher(fingerprintDomain)
 	authored := false
 	for i, raw := range items {
 		item, ok := raw.(map[string]any)
@@ -87,37 +125,36 @@ func AssistantFingerprint(items []any) (string, error) {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, p := range parts {
-			writeField(h, fpKind, p.kind)
-			writeField(h, fpPayload, p.payload)
+			h.field(fpKind, p.kind)
+			h.field(fpPayload, p.payload)
 		}
 		calls, err := toolCalls(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, c := range calls {
-			writeField(h, fpCallID, c.id)
-			writeField(h, fpCallName, c.name)
-			writeField(h, fpCallArgs, c.args)
+			h.field(fpCallID, c.id)
+			h.field(fpCallName, c.name)
+			h.field(fpCallArgs, c.args)
 		}
 	}
 	if !authored {
 		return "", nil
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.hex(), nil
 }
 
-// ConversationDigest is the §5.3 (version 3) digest of a request context.
+// ConversationDigest is the conversation digest (version 3, docs/capture-path.md#fingerprints-and-digests) of a request context.
 // Instruction items (system/developer) count by role only.
 func ConversationDigest(items []any) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(contextDomain))
+	h := newFieldHasher(contextDomain)
 	for i, raw := range items {
 		item, ok := raw.(map[string]any)
 		if !ok {
 			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
 		}
 		role := roleOrType(item)
-		writeField(h, cdRole, role)
+		h.field(cdRole, role)
 		if r, _ := item["role"].(string); r == "system" || r == "developer" {
 			continue
 		}
@@ -126,28 +163,28 @@ func ConversationDigest(items []any) (string, error) {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, p := range parts {
-			writeField(h, cdKind, p.kind)
-			writeField(h, cdPayload, p.payload)
+			h.field(cdKind, p.kind)
+			h.field(cdPayload, p.payload)
 		}
 		calls, err := toolCalls(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, c := range calls {
-			writeField(h, cdCallID, c.id)
-			writeField(h, cdCallName, c.name)
-			writeField(h, cdCallArgs, c.args)
+			h.field(cdCallID, c.id)
+			h.field(cdCallName, c.name)
+			h.field(cdCallArgs, c.args)
 		}
 		results, err := toolResults(item)
 		if err != nil {
 			return "", fmt.Errorf("item %d: %w", i, err)
 		}
 		for _, r := range results {
-			writeField(h, cdResultID, r.id)
-			writeField(h, cdResultOutput, r.output)
+			h.field(cdResultID, r.id)
+			h.field(cdResultOutput, r.output)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.hex(), nil
 }
 
 func isModelAuthored(item map[string]any) bool {
@@ -167,7 +204,7 @@ func roleOrType(item map[string]any) string {
 	return ""
 }
 
-// contentParts lists (kind, payload) pairs of an item's content (§5.2).
+// contentParts lists (kind, payload) pairs of an item's content (docs/capture-path.md#fingerprints-and-digests).
 func contentParts(content any) ([]contentPart, error) {
 	switch c := content.(type) {
 	case nil:
@@ -219,7 +256,7 @@ func contentParts(content any) ([]contentPart, error) {
 	}
 }
 
-// toolCalls lists an item's tool calls in the §5.2 order.
+// toolCalls lists an item's tool calls in fingerprint order (docs/capture-path.md#fingerprints-and-digests).
 func toolCalls(item map[string]any) ([]toolCall, error) {
 	var calls []toolCall
 	if t, _ := item["type"].(string); t == "function_call" {
@@ -276,7 +313,7 @@ func toolCalls(item map[string]any) ([]toolCall, error) {
 	return calls, nil
 }
 
-// toolResults lists an item's tool results (§5.3).
+// toolResults lists an item's tool results (docs/capture-path.md#fingerprints-and-digests).
 func toolResults(item map[string]any) ([]toolResult, error) {
 	var results []toolResult
 	typ, _ := item["type"].(string)
@@ -342,7 +379,7 @@ func firstTruthy(m map[string]any, keys ...string) string {
 	return ""
 }
 
-// canonicalArguments normalises tool-call arguments (§5.2): null → "", a
+// canonicalArguments normalises tool-call arguments (docs/capture-path.md#fingerprints-and-digests): null → "", a
 // string that parses as JSON → its canonical form, another string → trimmed,
 // anything else → canonical JSON.
 func canonicalArguments(v any) (string, error) {

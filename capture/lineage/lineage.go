@@ -20,7 +20,7 @@ const (
 	DialectMessages  Dialect = "messages"
 )
 
-// Reasons recorded with an UNRESOLVED verdict (§3.8, §1.6).
+// Reasons recorded with an UNRESOLVED verdict (docs/capture-path.md#parent-resolution, docs/record.md).
 const (
 	ReasonNoMatch             = "no_match"
 	ReasonAmbiguous           = "ambiguous"
@@ -36,7 +36,7 @@ const envelopeRole = "_ng_request_envelope"
 // ErrRequest reports a request body whose items cannot be read.
 var ErrRequest = errors.New("malformed request body")
 
-// RequestItems returns a request's items (§3.8): the messages of a Chat or
+// RequestItems returns a request's items (docs/capture-path.md#parent-resolution): the messages of a Chat or
 // Anthropic Messages body, the input array of a Responses body (a string
 // input gives none), with the envelope pseudo-item prepended when the request
 // has non-empty instructions or tools. Null elements are skipped, as Python
@@ -107,7 +107,7 @@ type Node struct {
 	ContextDigest string
 }
 
-// Decision is a request-time parent verdict (§3.8). The zero value means
+// Decision is a request-time parent verdict (docs/capture-path.md#parent-resolution). The zero value means
 // "no decision was made".
 type Decision struct {
 	Resolution       record.Resolution
@@ -176,7 +176,7 @@ func (ix *Index) Len() int {
 	return len(ix.byCall)
 }
 
-// Resolve decides a request's parent (§3.8). cumulative returns a call's
+// Resolve decides a request's parent (docs/capture-path.md#parent-resolution). cumulative returns a call's
 // full prompt + generation tokens (materialising delta records); its error,
 // or tokens that do not match the indexed digest, yield UNRESOLVED
 // lookup_error. A nil index yields UNRESOLVED resolver_unavailable.
@@ -268,7 +268,7 @@ func collapseIdentical(nodes []Node) []Node {
 	return []Node{slices.MinFunc(uniq, func(a, b Node) int { return cmp.Compare(a.CallID, b.CallID) })}
 }
 
-// Stamp applies §1.6 to a freshly captured record: the continuation
+// Stamp fills the continuation fields (docs/record.md#fields) of a freshly captured record: the continuation
 // fingerprint over requestItems ++ output items, the context length and
 // digest, fingerprint_version 3, the parent verdict (a zero Decision stamps
 // unresolved/not_attempted) and cum_len/digest. A delta record's full
@@ -310,7 +310,7 @@ func Stamp(e *record.Entry, requestItems []any, d Decision) error {
 	return nil
 }
 
-// ApplyDelta performs the optional delta transform of §1.6 on a stamped,
+// ApplyDelta performs the optional delta transform (prompt_is_delta, docs/record.md#fields) on a stamped,
 // full-prompt record: when d is RESOLVED with a non-empty parent cumulative
 // that the prompt starts with, the prompt is cut to the suffix and the record
 // marked prompt_is_delta. It reports whether it changed the record.

@@ -391,7 +391,7 @@ func (p *Proxy) applyOverrides(out map[string]any, completions bool) {
 func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[string]any) (resp map[string]any, tok *tokenInfo, tokErr, err error) {
 	completions := path == pathCompletions
 	p.prepareUpstream(cc, out, completions)
-	body, err := cc.req.encode(out)
+	body, err := cc.req.encodeSized(out, len(cc.raw)+512)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}

@@ -76,7 +76,7 @@ func (p *Proxy) commitChat(ctx context.Context, cc *callCtx, resp map[string]any
 	return clientLP
 }
 
-// attachTokens puts the token bundle on a carrier object (§3.4 step 3).
+// attachTokens puts the token bundle on a carrier object (docs/capture-path.md#one-captured-call-in-order, step 3).
 func attachTokens(carrier map[string]any, tok *tokenInfo) {
 	carrier[keyPromptIDs] = tok.Prompt
 	carrier[keyGenerationIDs] = tok.Generation

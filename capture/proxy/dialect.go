@@ -31,7 +31,7 @@ func apiName(path string) string {
 
 // readBody reads a bounded request body, answering 413 when it is too large.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, errw errorWriter) ([]byte, bool) {
-	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes), r.ContentLength)
+	raw, err := readAllSized(http.MaxBytesReader(w, r.Body, p.opts.MaxBodyBytes), r.ContentLength, p.opts.MaxBodyBytes)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		errw(w, http.StatusRequestEntityTooLarge,
@@ -160,7 +160,7 @@ func (p *Proxy) requestItems(cc *callCtx, d lineage.Dialect, body map[string]any
 	cc.items = items
 }
 
-// checkN rejects n > 1 on the capture path (§3.4).
+// checkN rejects n > 1 on the capture path (docs/capture-path.md#one-captured-call-in-order).
 func checkN(body map[string]any) error {
 	v, ok := body["n"]
 	if !ok || v == nil {

@@ -56,7 +56,7 @@ func writeOpenAIError(w http.ResponseWriter, status int, message string) {
 }
 
 // writeAnthropicError answers in Anthropic's error envelope; the type is
-// derived from the status (vllm-fidelity §8.4).
+// derived from the status (vLLM's HTTPStatus phrase).
 func writeAnthropicError(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, anthropic.ErrorBody(status, message))
 }

@@ -104,7 +104,7 @@ func eachField(b []byte, fn func(key string, val []byte) error) error {
 			return err
 		}
 		rawKey := b[i+1 : kend-1]
-		key := string(rawKey)
+		key := internKey(rawKey)
 		if bytes.IndexByte(rawKey, '\\') >= 0 || !utf8.Valid(rawKey) {
 			if err := json.Unmarshal(b[i:kend], &key); err != nil {
 				return errShape
@@ -356,4 +356,101 @@ func fastInts(v []byte) any {
 		return nil
 	}
 	return d
+}
+
+// internKey returns an object key as a string without allocating for the
+// keys engine replies and requests repeat most (every generated token's
+// logprob object carries four of them); any other key is copied.
+func internKey(b []byte) string {
+	switch string(b) {
+	case "id":
+		return "id"
+	case "object":
+		return "object"
+	case "created":
+		return "created"
+	case "model":
+		return "model"
+	case "choices":
+		return "choices"
+	case "index":
+		return "index"
+	case "message":
+		return "message"
+	case "delta":
+		return "delta"
+	case "role":
+		return "role"
+	case "content":
+		return "content"
+	case "text":
+		return "text"
+	case "type":
+		return "type"
+	case "name":
+		return "name"
+	case "arguments":
+		return "arguments"
+	case "function":
+		return "function"
+	case "tool_calls":
+		return "tool_calls"
+	case "tool_call_id":
+		return "tool_call_id"
+	case "reasoning_content":
+		return "reasoning_content"
+	case "reasoning":
+		return "reasoning"
+	case "refusal":
+		return "refusal"
+	case "annotations":
+		return "annotations"
+	case "audio":
+		return "audio"
+	case "function_call":
+		return "function_call"
+	case "logprobs":
+		return "logprobs"
+	case "token":
+		return "token"
+	case "logprob":
+		return "logprob"
+	case "bytes":
+		return "bytes"
+	case "top_logprobs":
+		return "top_logprobs"
+	case "finish_reason":
+		return "finish_reason"
+	case "stop_reason":
+		return "stop_reason"
+	case "token_ids":
+		return "token_ids"
+	case "prompt_token_ids":
+		return "prompt_token_ids"
+	case "prompt_logprobs":
+		return "prompt_logprobs"
+	case "usage":
+		return "usage"
+	case "prompt_tokens":
+		return "prompt_tokens"
+	case "completion_tokens":
+		return "completion_tokens"
+	case "total_tokens":
+		return "total_tokens"
+	case "prompt_tokens_details":
+		return "prompt_tokens_details"
+	case "kv_transfer_params":
+		return "kv_transfer_params"
+	case "system_fingerprint":
+		return "system_fingerprint"
+	case "service_tier":
+		return "service_tier"
+	case "messages":
+		return "messages"
+	case "max_tokens":
+		return "max_tokens"
+	case "stream":
+		return "stream"
+	}
+	return string(b)
 }

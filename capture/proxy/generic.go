@@ -77,7 +77,7 @@ func genericObject(b []byte, i, depth int) (any, int, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return nil, 0, false
 		}
-		k, end, ok := genericString(b, i)
+		k, end, ok := genericKey(b, i)
 		if !ok {
 			return nil, 0, false
 		}
@@ -89,7 +89,7 @@ func genericObject(b []byte, i, depth int) (any, int, bool) {
 		if !ok {
 			return nil, 0, false
 		}
-		m[k.(string)] = v
+		m[k] = v
 		i = skipWS(b, end)
 		if i >= len(b) {
 			return nil, 0, false
@@ -133,6 +133,24 @@ func genericArray(b []byte, i, depth int) (any, int, bool) {
 			return nil, 0, false
 		}
 	}
+}
+
+// genericKey reads an object key: genericString without boxing it, and
+// without copying the common keys.
+func genericKey(b []byte, i int) (string, int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return internKey(b[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			v, end, ok := genericString(b, i)
+			if !ok {
+				return "", 0, false
+			}
+			return v.(string), end, true
+		}
+	}
+	return "", 0, false
 }
 
 // genericString reads the string at b[i] == '"'. Plain strings are copied

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -206,9 +205,7 @@ func (p *Proxy) serveGuarded(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	charge := p.bodyCharge(r)
 	if charge > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), p.opts.Limits.AdmissionWait)
-		err := g.admit.acquire(ctx, charge)
-		cancel()
+		err := g.admit.acquire(r.Context(), charge, p.opts.Limits.AdmissionWait)
 		if err != nil {
 			g.rejected.WithLabelValues("admission").Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(p.opts.Limits.AdmissionWait/time.Second))))

@@ -41,6 +41,10 @@ type Limits struct {
 	// (for a non-streamed call: the whole generation). It applies to the
 	// proxy's own upstream client, not to Options.Client.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout cuts an upstream reply that sends no bytes for this
+	// long after its headers (a stream stalled mid-way); the rollout is
+	// marked incomplete. Default: UpstreamTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 // Limit defaults.
@@ -62,7 +66,7 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	}{
 		{"--admission-wait", l.AdmissionWait}, {"--read-header-timeout", l.ReadHeaderTimeout},
 		{"--read-body-timeout", l.ReadBodyTimeout}, {"--idle-timeout", l.IdleTimeout},
-		{"--upstream-timeout", l.UpstreamTimeout},
+		{"--upstream-timeout", l.UpstreamTimeout}, {"--stream-idle-timeout", l.StreamIdleTimeout},
 	} {
 		if d.v < 0 {
 			return l, fmt.Errorf("proxy: %s %s is negative", d.flag, d.v)
@@ -91,6 +95,7 @@ func (l Limits) withDefaults(maxBody int64) (Limits, error) {
 	def(&l.ReadBodyTimeout, DefaultReadBodyTimeout)
 	def(&l.IdleTimeout, DefaultIdleTimeout)
 	def(&l.UpstreamTimeout, DefaultUpstreamTimeout)
+	def(&l.StreamIdleTimeout, l.UpstreamTimeout)
 	if l.MaxConnections == 0 {
 		l.MaxConnections = defaultMaxConnections(openFileLimit())
 	}
@@ -134,9 +139,10 @@ type waiter struct {
 
 func newAdmission(budget int64) *admission { return &admission{free: budget} }
 
-// acquire reserves n bytes, waiting until ctx ends. n never exceeds the
-// budget (bodies over --max-body-bytes are refused before admission).
-func (a *admission) acquire(ctx context.Context, n int64) error {
+// acquire reserves n bytes, waiting at most wait (or until ctx ends). n
+// never exceeds the budget (bodies over --max-body-bytes are refused before
+// admission). The wait's timer is only made when the call must queue.
+func (a *admission) acquire(ctx context.Context, n int64, wait time.Duration) error {
 	a.mu.Lock()
 	if len(a.waiters) == 0 && a.free >= n {
 		a.free -= n
@@ -147,6 +153,8 @@ func (a *admission) acquire(ctx context.Context, n int64) error {
 	w := &waiter{n: n, ready: make(chan struct{})}
 	a.waiters = append(a.waiters, w)
 	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	select {
 	case <-w.ready:
 		a.held.Add(n)
@@ -301,7 +309,7 @@ func (p *Proxy) newServer(ctx context.Context, ln net.Listener) (*http.Server, n
 	lim := newConnLimiter(ln, p.opts.Limits.MaxConnections)
 	l := p.opts.Limits
 	p.log.Info("proxy limits", "max_connections", l.MaxConnections, "read_header_timeout", l.ReadHeaderTimeout,
-		"read_body_timeout", l.ReadBodyTimeout, "idle_timeout", l.IdleTimeout, "upstream_timeout", l.UpstreamTimeout,
+		"read_body_timeout", l.ReadBodyTimeout, "idle_timeout", l.IdleTimeout, "upstream_timeout", l.UpstreamTimeout, "stream_idle_timeout", l.StreamIdleTimeout,
 		"max_body_bytes", p.opts.MaxBodyBytes, "max_inflight_body_bytes", l.MaxInflightBodyBytes, "rollout_tokens", p.opts.RolloutSecret != "")
 	return &http.Server{
 		Handler:           p.handler,

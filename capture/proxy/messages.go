@@ -10,7 +10,7 @@ import (
 )
 
 // handleMessages serves the Anthropic Messages API through chat: the capture
-// payload is a Responses object (§1.5) whose id is reused as the message id.
+// payload is a Responses object (docs/record.md#reading-tokens-from-a-served-reply) whose id is reused as the message id.
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	out, err := anthropic.ToChatRaw(body, messagesRaw(cc.raw))
 	if err != nil {
@@ -49,7 +49,7 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 }
 
 // commitResponses records a chat completion as the Responses payload
-// (§1.5) with response id id, the item ids a stream announced when ids is
+// (docs/record.md#reading-tokens-from-a-served-reply) with response id id, the item ids a stream announced when ids is
 // set.
 func (p *Proxy) commitResponses(ctx context.Context, cc *callCtx, resp map[string]any, id string, tok *tokenInfo, tokErr error, ids *itemIDs) {
 	if !cc.capture {
@@ -111,12 +111,13 @@ func (p *Proxy) overrideModel(out map[string]any) {
 // removed from assistant turns, for lineage only.
 //
 // Why: the captured output of a Messages call is a Responses payload whose
-// reasoning item is never model-authored (§5.2), so its continuation
-// fingerprint has no reasoning in it. Claude Code echoes the reasoning back
-// as a thinking block, which §5.2 would hash as a content part, and the
-// follow-up would never resolve (no_match). Dropping the blocks makes the
-// echoed turn hash like the recorded output, in line with §3.8's
-// "reasoning-only differences are ignored". Python hashes the blocks; this is
+// reasoning item is never model-authored, so its continuation fingerprint
+// has no reasoning in it (docs/capture-path.md#fingerprints-and-digests).
+// Claude Code echoes the reasoning back as a thinking block, which the
+// fingerprint would hash as a content part, and the follow-up would never
+// resolve (no_match). Dropping the blocks makes the echoed turn hash like the
+// recorded output, in line with parent resolution's "reasoning-only
+// differences are ignored" (docs/capture-path.md#parent-resolution). Python hashes the blocks; this is
 // a deliberate deviation for Messages requests that carry thinking.
 func withoutThinking(body map[string]any) map[string]any {
 	msgs, ok := body["messages"].([]any)

@@ -48,10 +48,17 @@ func newRawObject(raw []byte, fields map[string]any) *rawObject {
 // byte for byte in the client's order, the others are encoded after them.
 // A nil ro encodes out with marshalGeneric.
 func (ro *rawObject) encode(out map[string]any) ([]byte, error) {
+	return ro.encodeSized(out, 512)
+}
+
+// encodeSized is encode into a buffer of size bytes to start with: an
+// engine request is about as long as the client's body, and growing a
+// buffer to it by doubling allocates it about twice over.
+func (ro *rawObject) encodeSized(out map[string]any, size int) ([]byte, error) {
+	dst := make([]byte, 0, size)
 	if ro == nil {
-		return marshalGeneric(out)
+		return appendGeneric(dst, out, 0)
 	}
-	dst := make([]byte, 0, 512)
 	dst = append(dst, '{')
 	written := make(map[string]bool, len(out))
 	n := 0

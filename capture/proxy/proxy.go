@@ -60,7 +60,7 @@ type Options struct {
 	// RequestTokenIDs adds return_token_ids:true so the prompt ids come back
 	// with the reply; otherwise /tokenize is asked for them.
 	RequestTokenIDs bool
-	// DeltaRecords stores resolved prompts as suffixes of the parent (§1.6).
+	// DeltaRecords stores resolved prompts as suffixes of the parent (prompt_is_delta, docs/record.md#fields).
 	DeltaRecords bool
 	// Logger gets structured logs; nil discards them.
 	Logger *slog.Logger

@@ -26,7 +26,7 @@ func FuzzReadAllSized(f *testing.F) {
 			return r
 		}
 		want, werr := io.ReadAll(reader())
-		got, gerr := readAllSized(reader(), hint)
+		got, gerr := readAllSized(reader(), hint, maxReadHint)
 		if !errors.Is(gerr, werr) && gerr != werr {
 			t.Fatalf("error %v, io.ReadAll %v", gerr, werr)
 		}

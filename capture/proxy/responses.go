@@ -12,7 +12,7 @@ import (
 )
 
 // responsesFromChat converts a chat completion into a Responses object the
-// way the Python engine adapter does (§1.5): an optional reasoning item, an
+// way the Python engine adapter does (docs/record.md#reading-tokens-from-a-served-reply): an optional reasoning item, an
 // optional message item, one function_call item per tool call, and the token
 // bundle on the LAST item. An empty generation still gets a message item so
 // the tokens have a carrier. ids, when set, are the item ids a stream has

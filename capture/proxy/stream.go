@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,17 +62,20 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 	}
 	so["include_usage"] = true
 	out["stream_options"] = so
-	body, err := cc.req.encode(out)
+	body, err := cc.req.encodeSized(out, len(cc.raw)+512)
 	if err != nil {
 		p.streamFailedEarly(ctx, w, cc, sp, fmt.Errorf("encoding the upstream request: %w", err))
 		return
 	}
 	start := time.Now()
-	resp, err := p.openStream(ctx, cc.hdr, body)
+	upCtx, cancelUp := context.WithCancel(ctx)
+	defer cancelUp()
+	resp, err := p.openStream(upCtx, cc.hdr, body)
 	if err != nil {
 		p.streamFailedEarly(ctx, w, cc, sp, err)
 		return
 	}
+	resp.Body = newIdleBody(resp.Body, p.opts.Limits.StreamIdleTimeout, cancelUp)
 	defer resp.Body.Close()
 	rd, err := decodedReader(resp)
 	if err != nil {
@@ -90,13 +94,21 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 			p.markIncomplete(ctx, cc, reason, cause)
 		}
 		cc.log.Warn("engine stream failed; cutting the client's stream", "err", cause)
-		_ = bw.Flush()
+		if bw.Flush() == nil && flusher != nil {
+			flusher.Flush()
+		}
 		// Ending the handler would close the chunked body cleanly, which a
 		// client reads as a complete reply.
 		panic(http.ErrAbortHandler)
 	}
 	for {
 		data, err := nextSSEData(br)
+		if idle := (*errStreamIdle)(nil); errors.As(err, &idle) {
+			// A stalled engine gets the dialect's in-stream error, so an
+			// SDK raises it, then the cut, so no client reads a clean end.
+			_ = sink.failed(idleErrorFrame(idle), idle.Error())
+			cut("upstream_timeout", idle)
+		}
 		if err != nil {
 			cut("upstream_error", fmt.Errorf("reading the engine's stream: %w", err))
 		}
@@ -188,6 +200,13 @@ func (p *Proxy) openStream(ctx context.Context, hdr http.Header, body []byte) (*
 }
 
 var doneMarker = []byte("[DONE]")
+
+// idleErrorFrame is vLLM's in-stream error shape carrying a stall's message.
+func idleErrorFrame(e *errStreamIdle) []byte {
+	msg, _ := json.Marshal(e.Error()) // a string always marshals
+	b := append([]byte(`{"error": {"message": `), msg...)
+	return append(b, `, "type": "GatewayTimeout", "param": null, "code": 504}}`...)
+}
 
 // maxSSELine bounds one engine event (a chunk with thousands of prompt ids
 // fits easily).

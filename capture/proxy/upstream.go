@@ -166,7 +166,7 @@ func readDecoded(resp *http.Response) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readAllSized(io.LimitReader(r, maxReplyBytes+1), resp.ContentLength)
+	b, err := readAllSized(io.LimitReader(r, maxReplyBytes+1), resp.ContentLength, maxReadHint)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, target, body)
+	upCtx, cancelUp := context.WithCancel(r.Context())
+	defer cancelUp()
+	req, err := http.NewRequestWithContext(upCtx, r.Method, target, body)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadGateway, err.Error())
 		return
@@ -274,6 +276,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, apiPath string, 
 		writeOpenAIError(w, http.StatusBadGateway, "upstream request failed: "+err.Error())
 		return
 	}
+	resp.Body = newIdleBody(resp.Body, p.opts.Limits.StreamIdleTimeout, cancelUp)
 	defer resp.Body.Close()
 	rd, err := decodedReader(resp)
 	if err != nil {

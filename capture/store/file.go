@@ -26,7 +26,7 @@ import (
 	"github.com/capbench/capbench/capture/record"
 )
 
-// File name suffixes of one rollout (contract §2.1).
+// File name suffixes of one rollout (docs/store.md#files-per-rollout).
 const (
 	suffixJSONL      = ".tokens.jsonl"
 	suffixState      = ".tokens.state.json"
@@ -76,7 +76,7 @@ type FileOption func(*FileStore)
 // Without it (the default) a put that needs no reconciliation leaves the
 // state file as it was: the JSONL is fsynced before put returns, and the
 // state is only an index that any reader rebuilds from the JSONL tail with
-// the same version arithmetic (+1 per recovered line, contract §2.6), so Gym
+// the same version arithmetic (+1 per recovered line, docs/store.md#crash-recovery), so Gym
 // and other Go processes see the same versions either way. Lifecycle
 // transitions (conflict, mark, freeze, drop) always write the state durably,
 // and Close writes any state still pending.
@@ -532,7 +532,7 @@ type reconciled struct {
 	entries []*record.Entry
 }
 
-// reconcile brings st's index up to the JSONL tail (contract §2.6). When
+// reconcile brings st's index up to the JSONL tail (docs/store.md#crash-recovery). When
 // repair is false nothing is written (used by State); otherwise a torn tail
 // is truncated and a conflicting durable payload is recorded durably. It
 // also returns the entries of the tail it read (nil when it read nothing),
@@ -859,7 +859,7 @@ func lifecycleErr(id string, st *State) error {
 	return nil
 }
 
-// Put appends e idempotently (contract §2.5). It returns only after the line
+// Put appends e idempotently (docs/store.md#operations). It returns only after the line
 // is fsynced. A byte-identical re-put succeeds without a new line; a
 // different payload under a stored call id fails with ErrConflict and marks
 // the rollout incomplete.
@@ -927,7 +927,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 	return nil
 }
 
-// BeginCall records a call intent before generation (contract §2.5). An
+// BeginCall records a call intent before generation (docs/store.md#operations). An
 // intent without an entry makes the next freeze incomplete.
 func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
 	if err := validateCall(rolloutID, callID); err != nil {
@@ -980,7 +980,7 @@ func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string
 	return s.syncDir()
 }
 
-// Freeze freezes the rollout and returns its snapshot (contract §2.5). The
+// Freeze freezes the rollout and returns its snapshot (docs/store.md#operations). The
 // first freeze mints the snapshot id; later ones return the same id and the
 // current version. As in Gym, a line that fails to read back after the
 // state was frozen (e.g. a non-finite log-prob written as null) fails the
@@ -1230,10 +1230,14 @@ func (s *FileStore) danglingIntents(id string, entries []*record.Entry) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("store: read intents of %s: %w", id, err)
 	}
-	return dangling(strings.Split(string(data), "\n"), entries), nil
+	return DanglingIntents(strings.Split(string(data), "\n"), entries), nil
 }
 
-func dangling(lines []string, entries []*record.Entry) []string {
+// DanglingIntents lists, sorted, the call intents among lines that have
+// neither an entry nor a cancel line ("-<call id>"): calls that began and
+// never committed, which make a snapshot incomplete. Every store backend
+// keeps intents as such lines (docs/store.md#files-per-rollout).
+func DanglingIntents(lines []string, entries []*record.Entry) []string {
 	open := map[string]bool{}
 	cancelled := map[string]bool{}
 	for _, l := range lines {
@@ -1260,7 +1264,7 @@ func dangling(lines []string, entries []*record.Entry) []string {
 }
 
 // Drop retires the rollout only if it is frozen under exactly snapshotID and
-// version (contract §2.5); it removes the records and keeps the state as a
+// version (docs/store.md#operations); it removes the records and keeps the state as a
 // tombstone, so a late writer of the consumed attempt still fails.
 func (s *FileStore) Drop(ctx context.Context, rolloutID, snapshotID string, version int) (bool, error) {
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)

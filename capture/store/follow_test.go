@@ -79,3 +79,33 @@ var _ = Describe("following a rollout's records", func() {
 		Expect(err).To(MatchError(ContainSubstring("not a regular file")))
 	})
 })
+
+var _ = Describe("following a rollout in the memory store", func() {
+	It("reads only what was appended, and starts over after a delete", func(ctx SpecContext) {
+		ms := store.NewMemoryStore()
+		_, want := chainedLines("m1", 5)
+		f := store.NewFollower(ms, "m1")
+		for i, e := range want[:4] {
+			Expect(ms.Put(ctx, e)).To(Succeed())
+			added, reset, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(reset).To(BeFalse())
+			Expect(added).To(Equal([]*record.Entry{e}), "call %d", i)
+		}
+		for _, e := range want[:4] {
+			got, err := f.Cumulative(ctx, e.ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got).To(Equal(e.Cumulative()))
+		}
+		By("the rollout deleted and written again under the same id")
+		Expect(ms.Delete(ctx, "m1")).To(Succeed())
+		_, err := f.Cumulative(ctx, want[0].ModelCallID)
+		Expect(err).To(MatchError(store.ErrStaleRef))
+		Expect(ms.Put(ctx, want[4])).To(Succeed())
+		added, reset, err := f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reset).To(BeTrue())
+		Expect(added).To(Equal(want[4:]))
+		Expect(f.Len()).To(Equal(1))
+	})
+})

@@ -19,6 +19,7 @@ type MemoryStore struct {
 	mu       sync.Mutex
 	rollouts map[string]*memRollout
 	now      func() time.Time
+	gens     uint64 // the last generation handed out (ReadTail cursors)
 }
 
 type memRollout struct {
@@ -29,6 +30,7 @@ type memRollout struct {
 	intents   []string
 	lost      []string
 	stateTime time.Time
+	gen       uint64 // the generation of lines (see ReadTail)
 }
 
 // NewMemoryStore returns an empty in-memory store.
@@ -47,7 +49,8 @@ func (m *MemoryStore) get(ctx context.Context, id string) (*memRollout, error) {
 		m.mu.Lock()
 		r := m.rollouts[id]
 		if r == nil {
-			r = &memRollout{state: newState()}
+			m.gens++
+			r = &memRollout{state: newState(), gen: m.gens}
 			m.rollouts[id] = r
 		}
 		m.mu.Unlock()
@@ -186,7 +189,7 @@ func (m *MemoryStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, 
 	return &Snapshot{
 		RolloutID:  rolloutID,
 		Entries:    entries,
-		Incomplete: r.state.Incomplete || len(dangling(r.intents, entries)) > 0,
+		Incomplete: r.state.Incomplete || len(DanglingIntents(r.intents, entries)) > 0,
 		SnapshotID: r.state.SnapshotID,
 		Version:    r.state.Version,
 	}, nil
@@ -203,6 +206,7 @@ func (m *MemoryStore) Drop(ctx context.Context, rolloutID, snapshotID string, ve
 		return false, nil
 	}
 	r.lines, r.intents, r.lost = nil, nil, nil
+	m.newGeneration(r)
 	r.state.IndexedSize = 0
 	r.state.EntryDigests = map[string]string{}
 	r.state.Retired = true
@@ -219,6 +223,7 @@ func (m *MemoryStore) Delete(ctx context.Context, rolloutID string) error {
 	defer m.unlock(rolloutID, r)
 	r.state, r.hasState = newState(), false
 	r.lines, r.intents, r.lost = nil, nil, nil
+	m.newGeneration(r)
 	return nil
 }
 

@@ -225,27 +225,7 @@ func (s *ReadOnlyStore) openIntents(id string, entries []*record.Entry) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("store: read intents of %s: %w", id, err)
 	}
-	open, cancelled := map[string]bool{}, map[string]bool{}
-	for _, l := range strings.Split(string(data), "\n") {
-		l = strings.Trim(l, " \t\r\v\f")
-		switch {
-		case l == "":
-		case strings.HasPrefix(l, "-"):
-			cancelled[l[1:]] = true
-		default:
-			open[l] = true
-		}
-	}
-	for _, e := range entries {
-		delete(open, e.ModelCallID)
-	}
-	n := 0
-	for c := range open {
-		if !cancelled[c] {
-			n++
-		}
-	}
-	return n, nil
+	return len(DanglingIntents(strings.Split(string(data), "\n"), entries)), nil
 }
 
 // Freeze returns what a freeze would return, without freezing: the

@@ -10,7 +10,7 @@ import (
 	"github.com/capbench/capbench/capture/record"
 )
 
-// State is a rollout's state object (contract §2.3): the idempotency index
+// State is a rollout's state object (docs/store.md#the-state-object): the idempotency index
 // of the JSONL file plus the lifecycle flags and the change counter.
 type State struct {
 	Frozen     bool
@@ -18,7 +18,7 @@ type State struct {
 	Incomplete bool
 	// SnapshotID is "" until the first freeze, then 32 lowercase hex digits.
 	SnapshotID string
-	// Version is the change counter whose exact steps the contract fixes.
+	// Version is the change counter whose exact steps docs/store.md#the-state-object fixes (as Gym counts them).
 	Version int
 	// EntryDigests maps model call id to entry digest for the lines covered
 	// by IndexedSize.

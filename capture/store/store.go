@@ -29,7 +29,7 @@ var (
 // bytes with the longest suffix (".tokens.state.json", ".tokens.incomplete").
 const MaxRolloutIDLen = 255 - len(".tokens.incomplete")
 
-// ValidateRolloutID applies the file store's rule (contract §2.1): non-empty,
+// ValidateRolloutID applies the file store's rule (docs/store.md#files-per-rollout): non-empty,
 // and every character an ASCII letter, ASCII digit, '.', '_' or '-'. It is
 // exactly Python's rule, so a leading '.' or '-' is accepted and Gym-written
 // directories stay readable; what matters is that no id can name a path

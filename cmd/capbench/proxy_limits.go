@@ -26,6 +26,7 @@ func addProxyLimitFlags(f *pflag.FlagSet, o *proxy.Options) {
 	f.DurationVar(&l.IdleTimeout, "idle-timeout", proxy.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	f.IntVar(&l.MaxConnections, "max-connections", 0, "most client connections open at once; at the cap the oldest idle one is closed (0: half the descriptor limit, at most 4096)")
 	f.DurationVar(&l.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "longest wait for the upstream's response headers (a non-streamed call's whole generation); 504 after it")
+	f.DurationVar(&l.StreamIdleTimeout, "stream-idle-timeout", 0, "longest gap between bytes of an upstream reply after its headers (a stalled stream); the call is cut and its rollout marked incomplete (0: --upstream-timeout)")
 	f.StringVar(&o.RolloutSecret, "rollout-secret", "", "require on every /ng-rollout/<id>/ call the token that \"capbench proxy rollout-token <id>\" prints (or set "+rolloutSecretEnv+")")
 }
 

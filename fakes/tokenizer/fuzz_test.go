@@ -75,3 +75,21 @@ func BenchmarkEncode32k(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "tokens/op")
 }
+
+// FuzzEncodeCached checks the segment cache never changes an encoding: a
+// small cache shared across inputs, so hits, misses and evictions all occur.
+func FuzzEncodeCached(f *testing.F) {
+	f.Add("<|im_start|>system\nYou are a helpful assistant that reads files.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n")
+	f.Add("no added tokens at all, but long enough to be cached here")
+	f.Add("<think>\n" + strings.Repeat("x", 40) + "</think><tool_call>")
+	tok := tokenizer.New()
+	cache := tokenizer.NewSegmentCache(4 << 10)
+	f.Fuzz(func(t *testing.T, s string) {
+		want := tok.Encode(s)
+		for range 2 {
+			if got := tok.EncodeCached(s, cache); !slices.Equal(got, want) {
+				t.Fatalf("cached encoding of %q is %v, want %v", s, got, want)
+			}
+		}
+	})
+}

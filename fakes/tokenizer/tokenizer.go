@@ -190,7 +190,9 @@ func (t *Tokenizer) Encode(text string) []int {
 }
 
 // nextAdded finds the first added token in s: its offset, id and length, or
-// offset -1 when there is none. All added tokens start with '<'.
+// offset -1 when there is none. Every added token starts with '<' and ends
+// at its only '>', so the candidate at a '<' is the text up to the next
+// '>', looked up in one step.
 func (t *Tokenizer) nextAdded(s string) (at, id, n int) {
 	off := 0
 	for {
@@ -200,16 +202,24 @@ func (t *Tokenizer) nextAdded(s string) (at, id, n int) {
 		}
 		p := off + i
 		rest := s[p:]
-		if len(rest) >= 7 { // shortest added token is "<think>"
-			for _, a := range qwen3Added {
-				if strings.HasPrefix(rest, a.text) {
-					return p, a.id, len(a.text)
+		if len(rest) >= minAddedLen && (rest[1] == '|' || rest[1] == 't' || rest[1] == '/') {
+			if k := strings.IndexByte(rest[1:min(len(rest), maxAddedLen)], '>'); k >= 0 {
+				if id, ok := t.addedByStr[rest[:k+2]]; ok {
+					return p, id, k + 2
 				}
 			}
 		}
 		off = p + 1
 	}
 }
+
+// minAddedLen and maxAddedLen bound the added tokens' lengths in bytes
+// ("<think>" and "<|object_ref_start|>"); every one continues '<' with
+// '|', 't' or '/'.
+const (
+	minAddedLen = len("<think>")
+	maxAddedLen = len("<|object_ref_start|>")
+)
 
 // runeClass groups runes for the pre-tokenizer.
 type runeClass uint8

@@ -137,7 +137,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	if err != nil {
 		return nil, asAPIError(err)
 	}
-	promptIDs := s.tok.Encode(prompt)
+	promptIDs := s.encodePrompt(prompt)
 	maxParam, paramName := req.MaxTokens, "max_tokens"
 	if req.MaxCompletionTokens != nil {
 		maxParam, paramName = req.MaxCompletionTokens, "max_completion_tokens"
@@ -151,7 +151,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	}
 	j := &job{
 		chat:             true,
-		id:               "chatcmpl-" + requestID(r),
+		id:               requestID("chatcmpl-", r),
 		created:          time.Now().Unix(),
 		promptIDs:        promptIDs,
 		maxTokens:        maxTokens,
@@ -189,7 +189,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 		needsOpen: !s.tmpl.thinking(),
 		hermes:    choice == "auto" && s.toolParserOn(),
 		parallel:  req.ParallelToolCalls == nil || *req.ParallelToolCalls,
-		newCallID: func() string { return "chatcmpl-tool-" + randomHex() },
+		newCallID: func() string { return prefixedHex("chatcmpl-tool-") },
 	}
 	if ae := s.attachScript(r, j, assistants, msgs); ae != nil {
 		return nil, ae
@@ -348,11 +348,12 @@ func normalizeMessages(in []chatMessage) ([]map[string]any, int) {
 	return out, assistants
 }
 
-func requestID(r *http.Request) string {
+// requestID is prefix plus the client's X-Request-Id, else plus random hex.
+func requestID(prefix string, r *http.Request) string {
 	if v := r.Header.Get("X-Request-Id"); v != "" {
-		return v
+		return prefix + v
 	}
-	return randomHex()
+	return prefixedHex(prefix)
 }
 
 // checkContext applies vLLM's context-length rules; it returns the

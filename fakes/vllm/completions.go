@@ -77,7 +77,7 @@ func (s *Server) prepareCompletion(r *http.Request, req *completionRequest, body
 		return nil, ae
 	}
 	j := &job{
-		id: "cmpl-" + requestID(r), created: time.Now().Unix(), promptIDs: promptIDs,
+		id: requestID("cmpl-", r), created: time.Now().Unix(), promptIDs: promptIDs,
 		maxTokens: maxTokens, maxTokensSeen: maxTokens, seed: s.opts.Seed, stream: req.Stream,
 		logprobs: req.Logprobs != nil, tokensAsIDs: s.opts.ReturnTokensAsTokenIDs,
 		returnTokenIDs: req.ReturnTokenIDs, toolChoice: "none",

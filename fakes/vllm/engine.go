@@ -183,12 +183,12 @@ func (e *engine) plausible(seed uint64, maxTokens int) (string, []int) {
 		target = maxTokens + 4 // overshoot (word costs are estimates); cut to max_tokens later
 	}
 	if !e.tmpl.thinking() {
-		content, ids := e.filler(seed, max(target-1, 1), true)
-		return content + e.eosText, append(ids, e.eos)
+		content, ids := e.filler(seed, max(target-1, 1), true, e.eosText)
+		return content, append(ids, e.eos)
 	}
-	reasoning, _ := e.filler(seed^0xabc, max(target/4, 1), false)
+	reasoning, _ := e.filler(seed^0xabc, max(target/4, 1), false, "")
 	target -= target / 4
-	content, _ := e.filler(seed, max(target-1, 1), false)
+	content, _ := e.filler(seed, max(target-1, 1), false, "")
 	return e.tmpl.renderGeneration(content, reasoning, nil), nil
 }
 
@@ -202,9 +202,10 @@ func (e *engine) drawLength(seed uint64) int {
 }
 
 // filler returns roughly n tokens of filler words, the first without its
-// leading space, and with withIDs their token ids.
-func (e *engine) filler(seed uint64, n int, withIDs bool) (string, []int) {
+// leading space, followed by suffix, and with withIDs the words' token ids.
+func (e *engine) filler(seed uint64, n int, withIDs bool, suffix string) (string, []int) {
 	var b strings.Builder
+	b.Grow(6*n + len(suffix)) // filler words average under 6 bytes a token
 	var ids []int
 	if withIDs {
 		ids = make([]int, 0, n+8)
@@ -232,6 +233,7 @@ func (e *engine) filler(seed uint64, n int, withIDs bool) (string, []int) {
 			cost++
 		}
 	}
+	b.WriteString(suffix)
 	return b.String(), ids
 }
 
@@ -247,7 +249,7 @@ func (e *engine) fitScripted(t Turn, text string, n int) string {
 		extra += 8 // overshoot, then cut at n
 	}
 	for attempt := 0; attempt < 6 && extra > 0; attempt++ {
-		pad, _ := e.filler(uint64(n)+uint64(attempt), extra, false)
+		pad, _ := e.filler(uint64(n)+uint64(attempt), extra, false, "")
 		content := t.Content + " " + pad
 		if t.Content == "" {
 			content = pad

@@ -1,7 +1,9 @@
 package vllm
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -33,4 +35,23 @@ func CheckFillerIDs(variant string, seeds int) error {
 		}
 	}
 	return nil
+}
+
+// DecodeChatBoth decodes body with the fast chat decoder and with
+// encoding/json and reports whether the fast one accepted it, whether
+// encoding/json did, and a difference between their results (empty when
+// they agree or the fast one declined).
+func DecodeChatBoth(body []byte) (fastOK, jsonOK bool, diff string) {
+	var fast, ref chatRequest
+	fastOK = fast.decodeFast(body)
+	jsonOK = json.Unmarshal(body, &ref) == nil
+	if fastOK && !reflect.DeepEqual(fast, ref) {
+		diff = fmt.Sprintf("fast %s\njson %s", dumpChat(fast), dumpChat(ref))
+	}
+	return fastOK, jsonOK, diff
+}
+
+func dumpChat(r chatRequest) string {
+	b, _ := json.Marshal(r)
+	return fmt.Sprintf("%s %#v", b, r)
 }

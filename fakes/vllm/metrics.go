@@ -14,6 +14,9 @@ type metrics struct {
 
 	promptTokens, generationTokens prometheus.Counter
 	success                        *prometheus.CounterVec
+	// successBy holds the counters of the finish reasons vLLM reports, so
+	// a request does not hash its label to find one.
+	successBy                      map[string]prometheus.Counter
 	ttft, itl, tpot, e2e, queue    prometheus.Observer
 	inference, prefill, decode     prometheus.Observer
 	promptHist, genHist, maxTokens prometheus.Observer
@@ -77,8 +80,9 @@ func newMetrics(s *Server) *metrics {
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
 	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"})
 	reg.MustRegister(m.success)
+	m.successBy = map[string]prometheus.Counter{}
 	for _, r := range []string{"stop", "length", "abort", "error", "repetition"} {
-		m.success.WithLabelValues(r)
+		m.successBy[r] = m.success.WithLabelValues(r)
 	}
 
 	hist := func(name, help string, buckets []float64) prometheus.Observer {
@@ -122,7 +126,11 @@ type requestTimes struct {
 func (m *metrics) observe(t requestTimes) {
 	m.promptTokens.Add(float64(t.promptTokens))
 	m.generationTokens.Add(float64(t.genTokens))
-	m.success.WithLabelValues(t.finish).Inc()
+	if c, ok := m.successBy[t.finish]; ok {
+		c.Inc()
+	} else {
+		m.success.WithLabelValues(t.finish).Inc()
+	}
 	m.ttft.Observe(t.queue + t.prefill)
 	if t.genTokens > 1 {
 		per := t.decode / float64(t.genTokens-1)

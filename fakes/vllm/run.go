@@ -17,7 +17,7 @@ type outcome struct {
 	parsed  parsedOutput
 	finish  string // API finish_reason
 	// stopReason is the JSON of stop_reason: null, a token id or a string.
-	stopReason []byte
+	stopReason string
 	reasonN    int // tokens inside the reasoning span
 	start      time.Time
 	queued     time.Duration
@@ -66,14 +66,15 @@ func (s *Server) execute(ctx context.Context, j *job) (*outcome, error) {
 	o := &outcome{gen: g, start: start, queued: time.Since(start), release: release}
 	o.logprobs = j.logprobs && j.fault != FaultNoLogprobs
 	o.ttft, o.itl = s.delays(len(j.promptIDs))
-	o.stopReason = []byte("null")
+	o.stopReason = "null"
 	o.pieces, o.offsets = s.tokenPieces(g.ids)
 	s.applyStops(j, o)
-	visible := make([]byte, 0, o.offsets[len(o.offsets)-1])
+	var visible strings.Builder
+	visible.Grow(o.offsets[len(o.offsets)-1])
 	for _, p := range o.pieces {
-		visible = append(visible, p...)
+		visible.WriteString(p)
 	}
-	o.parsed = parseOutput(string(visible), j.mode)
+	o.parsed = parseOutput(visible.String(), j.mode)
 	o.finish = o.gen.finish
 	if j.chat {
 		o.finish = s.apiFinish(j, o)
@@ -255,7 +256,7 @@ func (s *Server) applyStops(j *job, o *outcome) {
 		}
 		if containsInt(j.stopTokenIDs, id) {
 			cut = i + 1
-			o.stopReason = strconv.AppendInt(nil, int64(id), 10)
+			o.stopReason = strconv.Itoa(id)
 			break
 		}
 	}
@@ -276,7 +277,7 @@ func (s *Server) applyStops(j *job, o *outcome) {
 					if j.includeStop {
 						textCut += len(st)
 					}
-					o.stopReason = appendJSONString(nil, st)
+					o.stopReason = string(appendJSONString(nil, st))
 					break
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // scheduler admits requests the way vLLM's scheduler does at the level a
@@ -66,16 +67,27 @@ func (s *scheduler) acquire(ctx context.Context, tokens int) (release func(), er
 }
 
 func (s *scheduler) releaser(blocks int) func() {
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.running--
-			s.used -= blocks
-			s.admitLocked()
-			s.mu.Unlock()
-		})
+	r := &release{s: s, blocks: blocks}
+	return r.do
+}
+
+// release hands one request's slot back once, however often it is called.
+type release struct {
+	s      *scheduler
+	blocks int
+	done   atomic.Bool
+}
+
+func (r *release) do() {
+	if r.done.Swap(true) {
+		return
 	}
+	s := r.s
+	s.mu.Lock()
+	s.running--
+	s.used -= r.blocks
+	s.admitLocked()
+	s.mu.Unlock()
 }
 
 // admitLocked starts waiting requests in order while they fit.

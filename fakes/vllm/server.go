@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/capbench/capbench/fakes/tokenizer"
 )
 
 // Server is a fake vLLM OpenAI-compatible server.
@@ -33,6 +35,9 @@ type Server struct {
 	fingerprint string
 	memory      memoryPlan
 	minSpecial  int // no id below this is a special token
+	// prompts caches the encodings of prompt segments: agents resend the
+	// same system prompt, tools and history on every call.
+	prompts *tokenizer.SegmentCache
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -67,6 +72,7 @@ func New(opts Options) (*Server, error) {
 		eng:         newEngine(tok, tmpl, o.Lengths),
 		memory:      mem,
 		closing:     make(chan struct{}),
+		prompts:     tokenizer.NewSegmentCache(promptCacheBytes),
 	}
 	s.ledger.limit = o.LedgerLimit
 	s.ledger.maxBytes = max(o.LedgerMaxBytes, 0)
@@ -84,6 +90,12 @@ func New(opts Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// promptCacheBytes bounds the prompt segment cache's memory.
+const promptCacheBytes = 32 << 20
+
+// encodePrompt tokenizes a rendered chat prompt.
+func (s *Server) encodePrompt(prompt string) []int { return s.tok.EncodeCached(prompt, s.prompts) }
 
 func fingerprint(o Options, maxLen int) string {
 	h := sha256.Sum256(fmt.Appendf(nil, "%s|%v|%d|%s|%s|%s|%s", o.Model, o.ServedModelNames, maxLen, o.DType, o.KVCacheDType, o.ToolCallParser, o.ReasoningParser))
@@ -323,11 +335,17 @@ func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 
 // readJSONBody enforces vLLM's content-type rule and the body size limit.
 func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // the exact form needs no parsing
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
+		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.opts.MaxBodyBytes))
+	var src io.Reader = r.Body // net/http stops a body at its declared Content-Length
+	if r.ContentLength < 0 || r.ContentLength > s.opts.MaxBodyBytes {
+		src = http.MaxBytesReader(nil, r.Body, s.opts.MaxBodyBytes)
+	}
+	body, err := readAllSized(src, r.ContentLength, s.opts.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -338,7 +356,10 @@ func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
 	return body, nil
 }
 
-// decodeBody decodes JSON into v, mapping decode failures to pydantic-style errors.
+// fastDecoder is a request type with a reflection-free decoder for the
+// common shapes; false sends the body through decodeBody instead.
+type fastDecoder interface{ decodeFast(body []byte) bool }
+
 // serveGeneration reads and decodes a generation request of type R, turns it
 // into a job with prepare and serves it; each step answers with vLLM's error
 // when it fails.
@@ -349,9 +370,12 @@ func serveGeneration[R any](s *Server, w http.ResponseWriter, r *http.Request, p
 		return
 	}
 	var req R
-	if ae := decodeBody(body, &req); ae != nil {
-		writeAPIError(w, ae)
-		return
+	if fd, ok := any(&req).(fastDecoder); !ok || !fd.decodeFast(body) {
+		req = *new(R) // the fast path may have filled some fields
+		if ae := decodeBody(body, &req); ae != nil {
+			writeAPIError(w, ae)
+			return
+		}
 	}
 	j, ae := prepare(r, &req, body)
 	if ae != nil {
@@ -361,6 +385,7 @@ func serveGeneration[R any](s *Server, w http.ResponseWriter, r *http.Request, p
 	s.serveJob(w, r, j)
 }
 
+// decodeBody decodes JSON into v, mapping decode failures to pydantic-style errors.
 func decodeBody(body []byte, v any) *apiError {
 	if err := json.Unmarshal(body, v); err != nil {
 		var se *json.SyntaxError
@@ -461,13 +486,23 @@ func (s *Server) handleScript(w http.ResponseWriter, r *http.Request, name strin
 	}
 }
 
-func randomHex() string {
-	var b [8]byte
+func randomHex() string { return prefixedHex("") }
+
+// prefixedHex is prefix followed by 16 random hex digits, built in one
+// allocation.
+func prefixedHex(prefix string) string {
+	var raw [8]byte
 	v := rand.Uint64()
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
+	for i := range raw {
+		raw[i] = byte(v >> (8 * i))
 	}
-	return hex.EncodeToString(b[:])
+	var digits [16]byte
+	hex.Encode(digits[:], raw[:])
+	var b strings.Builder
+	b.Grow(len(prefix) + len(digits))
+	b.WriteString(prefix)
+	b.Write(digits[:])
+	return b.String()
 }
 
 func (s *Server) getBuf() *[]byte { return s.bufs.Get().(*[]byte) }
@@ -477,4 +512,27 @@ func (s *Server) putBuf(b *[]byte) {
 	}
 	*b = (*b)[:0]
 	s.bufs.Put(b)
+}
+
+// readAllSized is io.ReadAll with the buffer sized from the declared
+// Content-Length (within the body limit), so a body is read without the
+// doubling copies.
+func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, declared+1) // +1: the read that sees EOF needs room
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // a body longer than declared: let append grow it
+		}
+	}
 }

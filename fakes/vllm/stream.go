@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // sseWriter batches SSE frames: with zero latency everything goes out in
@@ -83,10 +84,14 @@ func (s *Server) writeStream(ctx context.Context, w http.ResponseWriter, j *job,
 	}
 	pendingFrom := 0 // first token not yet reported in a chunk
 	callNamed := make([]bool, len(o.parsed.calls))
+	// Token i is due at first + i×ITL: sleeping to deadlines rather than
+	// for ITL each keeps a loaded machine's timer overshoot from adding up,
+	// so a stream takes as long as the non-streamed reply's one sleep.
+	first := time.Now()
 	for i := 0; i < n; i++ {
 		if i > 0 && o.itl > 0 {
 			sse.flush()
-			if err := s.sleep(ctx, o.itl); err != nil {
+			if err := s.sleep(ctx, time.Until(first.Add(time.Duration(i)*o.itl))); err != nil {
 				s.finishRecord(j, o, "abort")
 				return
 			}

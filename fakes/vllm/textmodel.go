@@ -10,6 +10,8 @@ import (
 // textTokenizer is the part of the Qwen3 tokenizer the fake uses.
 type textTokenizer interface {
 	Encode(string) []int
+	// EncodeCached is Encode with a segment cache (see tokenizer.SegmentCache).
+	EncodeCached(string, *tokenizer.SegmentCache) []int
 	Decode([]int) string
 	TokenString(id int) string
 	VocabSize() int

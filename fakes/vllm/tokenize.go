@@ -55,7 +55,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, asAPIError(err))
 			return
 		}
-		ids = s.tok.Encode(prompt)
+		ids = s.encodePrompt(prompt)
 	case req.Prompt != nil:
 		ids = s.tok.Encode(*req.Prompt)
 	default:

@@ -1,5 +1,5 @@
 // Package anthropic translates the Anthropic Messages API to and from
-// OpenAI Chat Completions, following vLLM's own mapping (vllm-fidelity §8.6),
+// OpenAI Chat Completions, following vLLM's own mapping (vLLM's Anthropic entrypoint),
 // and writes Messages replies as JSON objects or as Anthropic SSE streams.
 //
 // It works on decoded JSON (map[string]any with json.Number numbers) so that

@@ -284,37 +284,13 @@ func (s *Store) Freeze(ctx context.Context, rolloutID string) (*store.Snapshot, 
 		snap = &store.Snapshot{
 			RolloutID:  rolloutID,
 			Entries:    entries,
-			Incomplete: st.Incomplete || len(dangling(intents, entries)) > 0,
+			Incomplete: st.Incomplete || len(store.DanglingIntents(intents, entries)) > 0,
 			SnapshotID: st.SnapshotID,
 			Version:    st.Version,
 		}
 		return nil
 	})
 	return snap, err
-}
-
-// dangling lists intents without an entry (a "-id" line cancels an intent,
-// as in the file store's intents file).
-func dangling(intents []string, entries []*record.Entry) []string {
-	open, cancelled := map[string]bool{}, map[string]bool{}
-	for _, l := range intents {
-		if c, ok := strings.CutPrefix(l, "-"); ok {
-			cancelled[c] = true
-		} else if l != "" {
-			open[l] = true
-		}
-	}
-	for _, e := range entries {
-		delete(open, e.ModelCallID)
-	}
-	var out []string
-	for c := range open {
-		if !cancelled[c] {
-			out = append(out, c)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // Drop retires the rollout only if it is frozen under exactly snapshotID and
@@ -574,7 +550,7 @@ func (s *Store) Look(ctx context.Context, rolloutID string) (*store.View, error)
 		v.Snapshot = &store.Snapshot{
 			RolloutID:  rolloutID,
 			Entries:    entries,
-			Incomplete: st.Incomplete || len(dangling(intents, entries)) > 0,
+			Incomplete: st.Incomplete || len(store.DanglingIntents(intents, entries)) > 0,
 			SnapshotID: st.SnapshotID,
 			Version:    st.Version,
 		}

@@ -1,0 +1,132 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbench/capbench/capture/proxy"
+	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/fakes/vllm"
+)
+
+// postTimed posts body and returns the decoded reply and the call's wall time.
+func postTimed(b *testing.B, client *http.Client, url string, body []byte) (map[string]any, time.Duration) {
+	b.Helper()
+	start := time.Now()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	took := time.Since(start)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d: %v %s", resp.StatusCode, err, raw)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		b.Fatal(err)
+	}
+	return out, took
+}
+
+// BenchmarkLongRollout runs one rollout of 200 chat calls whose prompts
+// grow to about 32k tokens, each call sent both through the proxy (capture
+// path, the client's conversation) and directly to the same fake with the
+// token fields the proxy adds, alternately, in the same run. It reports the
+// proxy's added time per call over the last ten calls as a ratio to the
+// direct call (added/direct), and the same ratio over calls 11-20, so that
+// a per-call cost that grows with the number of earlier calls shows as a
+// rising ratio.
+func BenchmarkLongRollout(b *testing.B) {
+	for _, kind := range []string{"memory", "file"} {
+		b.Run(kind, func(b *testing.B) { benchLongRollout(b, kind) })
+	}
+}
+
+func benchLongRollout(b *testing.B, kind string) {
+	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 8, StdDev: 0.01, Min: 8}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fake.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer fake.Close()
+	client := benchClient()
+	turn := strings.TrimSpace(strings.Repeat("check the build log and report what failed there ", 15)) // ~160 tokens
+	const calls = 200
+	var lateRatio, earlyRatio, lateDirect, lastPrompt []float64
+	for it := 0; it < b.N; it++ {
+		var st proxy.Store = store.NewMemoryStore()
+		if kind == "file" {
+			fs, err := store.NewFileStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = fs
+		}
+		p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: st, RequestTokenIDs: true, MaxBodyBytes: 64 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		url := fmt.Sprintf("%s/ng-rollout/long-%d/training-token-capture/v1/chat/completions", p.URL(), it)
+		msgs := []any{map[string]any{"role": "system", "content": "You are a coding agent."}}
+		added := make([]float64, calls)
+		direct := make([]float64, calls)
+		var promptTokens float64
+		for i := range calls {
+			msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, turn)})
+			body, _ := json.Marshal(map[string]any{"model": "policy", "max_tokens": 8, "messages": msgs})
+			directBody, _ := json.Marshal(map[string]any{"model": "policy", "max_tokens": 8, "messages": msgs,
+				"logprobs": true, "top_logprobs": 0, "return_tokens_as_token_ids": true, "return_token_ids": true})
+			var viaProxy, viaDirect time.Duration
+			var reply map[string]any
+			if i%2 == 0 { // alternate the order: neither side always runs on a warmer machine
+				_, viaDirect = postTimed(b, client, fake.URL()+"/v1/chat/completions", directBody)
+				reply, viaProxy = postTimed(b, client, url, body)
+			} else {
+				reply, viaProxy = postTimed(b, client, url, body)
+				_, viaDirect = postTimed(b, client, fake.URL()+"/v1/chat/completions", directBody)
+			}
+			added[i] = float64(viaProxy-viaDirect) / 1e3
+			direct[i] = float64(viaDirect) / 1e3
+			msg := reply["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": msg["content"]})
+			if u, ok := reply["usage"].(map[string]any); ok {
+				promptTokens, _ = u["prompt_tokens"].(float64)
+			}
+		}
+		_ = p.Close()
+		_ = st.Close()
+		lateRatio = append(lateRatio, median(added[calls-10:])/median(direct[calls-10:]))
+		earlyRatio = append(earlyRatio, median(added[10:20])/median(direct[10:20]))
+		lateDirect = append(lateDirect, median(direct[calls-10:]))
+		lastPrompt = append(lastPrompt, promptTokens)
+	}
+	b.ReportMetric(median(lateRatio), "added/direct@200")
+	b.ReportMetric(median(earlyRatio), "added/direct@20")
+	b.ReportMetric(median(lateDirect), "direct-µs@200")
+	b.ReportMetric(median(lastPrompt), "prompt-tokens@200")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}

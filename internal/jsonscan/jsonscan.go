@@ -1,0 +1,261 @@
+// Package jsonscan is a small validating JSON scanner for hot request
+// paths: it finds the extent of values and walks objects and arrays without
+// building them, and it accepts exactly the documents encoding/json accepts
+// (RFC 8259 syntax; invalid UTF-8 inside strings is allowed, as
+// encoding/json allows it). Callers decode the few fields they need and
+// fall back to encoding/json on anything unusual, so error messages stay
+// encoding/json's.
+package jsonscan
+
+import "unicode/utf8"
+
+// MaxDepth is the deepest nesting Value accepts; deeper documents are
+// reported as not scanned (encoding/json's own limit is 10000).
+const MaxDepth = 512
+
+// SkipWS returns the index of the first non-whitespace byte at or after i.
+func SkipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// String scans the string starting at b[i] == '"' and returns the index
+// just past its closing quote and whether it holds escapes.
+func String(b []byte, i int) (end int, escaped, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		c := b[j]
+		switch {
+		case c == '"':
+			return j + 1, escaped, true
+		case c < 0x20:
+			return 0, false, false
+		case c == '\\':
+			escaped = true
+			j++
+			if j >= len(b) {
+				return 0, false, false
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+					return 0, false, false
+				}
+				j += 4
+			default:
+				return 0, false, false
+			}
+		}
+	}
+	return 0, false, false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// Number scans the number starting at b[i] and returns the index just past
+// it and whether it is an integer (no fraction, no exponent).
+func Number(b []byte, i int) (end int, integer, ok bool) {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && '1' <= b[j] && b[j] <= '9':
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	default:
+		return 0, false, false
+	}
+	integer = true
+	if j < len(b) && b[j] == '.' {
+		integer = false
+		j++
+		k := j
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+		if j == k {
+			return 0, false, false
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		integer = false
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		k := j
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+		if j == k {
+			return 0, false, false
+		}
+	}
+	return j, integer, true
+}
+
+// Value scans the value starting at b[i] (no leading whitespace) and
+// returns the index just past it.
+func Value(b []byte, i int) (end int, ok bool) { return value(b, i, 0) }
+
+func value(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, ok := String(b, i)
+		return end, ok
+	case c == '{':
+		if depth >= MaxDepth {
+			return 0, false
+		}
+		return Object(b, i, func(_, _ []byte, _ bool) bool { return true }, depth+1)
+	case c == '[':
+		if depth >= MaxDepth {
+			return 0, false
+		}
+		return Array(b, i, func([]byte) bool { return true }, depth+1)
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	default:
+		end, _, ok := Number(b, i)
+		return end, ok
+	}
+}
+
+func literal(b []byte, i int, word string) (int, bool) {
+	if len(b)-i < len(word) || string(b[i:i+len(word)]) != word {
+		return 0, false
+	}
+	return i + len(word), true
+}
+
+// Object walks the object starting at b[i] == '{', calling fn with each raw
+// key (the bytes between its quotes), its raw value and whether the key
+// holds escapes; fn returning false stops the walk as not ok. depth is the
+// nesting depth of the object (0 for a top-level one).
+func Object(b []byte, i int, fn func(key, val []byte, keyEscaped bool) bool, depth int) (end int, ok bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	j := SkipWS(b, i+1)
+	if j < len(b) && b[j] == '}' {
+		return j + 1, true
+	}
+	for {
+		kEnd, esc, ok := String(b, j)
+		if !ok {
+			return 0, false
+		}
+		key := b[j+1 : kEnd-1]
+		j = SkipWS(b, kEnd)
+		if j >= len(b) || b[j] != ':' {
+			return 0, false
+		}
+		j = SkipWS(b, j+1)
+		vEnd, ok := value(b, j, depth)
+		if !ok || !fn(key, b[j:vEnd], esc) {
+			return 0, false
+		}
+		j = SkipWS(b, vEnd)
+		if j >= len(b) {
+			return 0, false
+		}
+		switch b[j] {
+		case ',':
+			j = SkipWS(b, j+1)
+		case '}':
+			return j + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// Array walks the array starting at b[i] == '[', calling fn with each raw
+// element; fn returning false stops the walk as not ok.
+func Array(b []byte, i int, fn func(elem []byte) bool, depth int) (end int, ok bool) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, false
+	}
+	j := SkipWS(b, i+1)
+	if j < len(b) && b[j] == ']' {
+		return j + 1, true
+	}
+	for {
+		vEnd, ok := value(b, j, depth)
+		if !ok || !fn(b[j:vEnd]) {
+			return 0, false
+		}
+		j = SkipWS(b, vEnd)
+		if j >= len(b) {
+			return 0, false
+		}
+		switch b[j] {
+		case ',':
+			j = SkipWS(b, j+1)
+		case ']':
+			return j + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// Document scans a whole document: one value with only whitespace around
+// it, the shape encoding/json.Unmarshal accepts.
+func Document(b []byte) bool {
+	i := SkipWS(b, 0)
+	end, ok := Value(b, i)
+	return ok && SkipWS(b, end) == len(b)
+}
+
+// PlainString returns the contents of a raw JSON string value that holds
+// no escapes and only valid UTF-8: exactly what encoding/json would decode
+// it to. ok is false for anything else (the caller decodes those).
+func PlainString(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
+// PlainKey reports whether a raw object key can only match a struct field
+// by exact spelling in encoding/json: lower-case ASCII, digits and
+// punctuation, no escapes. Others may match a field case-insensitively.
+func PlainKey(key []byte, escaped bool) bool {
+	if escaped {
+		return false
+	}
+	for _, c := range key {
+		if c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

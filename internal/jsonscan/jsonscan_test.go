@@ -1,0 +1,83 @@
+package jsonscan_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/internal/jsonscan"
+)
+
+var documents = []string{
+	`{}`, `[]`, `""`, `0`, `-0`, `-0.5e+3`, `1E9`, `true`, `false`, `null`, ` {"a" : [1, {"b": "\u00e9\n"}], "c": null} `,
+	"\"\xff\"", `"\ud800"`, `{"a":1,}`, `[1,]`, `01`, `1.`, `.5`, `-`, `+1`, `1e`, `"\x"`, `"\u12g4"`, "\"a\tb\"",
+	`{"a"}`, `{"a":}`, `{1:2}`, `[1 2]`, `tru`, `nul`, `{"a":1}}`, `[`, ``, `  `, `"`, `{"a":"b"`,
+	strings.Repeat("[", 600) + strings.Repeat("]", 600),
+}
+
+var _ = Describe("Document", func() {
+	It("accepts exactly what encoding/json accepts, short of the nesting limit", func() {
+		for _, d := range documents {
+			want := json.Valid([]byte(d))
+			if strings.HasPrefix(d, strings.Repeat("[", jsonscan.MaxDepth+1)) {
+				want = false // deeper than the scanner goes: the caller falls back
+			}
+			Expect(jsonscan.Document([]byte(d))).To(Equal(want), d)
+		}
+	})
+
+	DescribeTable("PlainString decodes only strings that need no unescaping",
+		func(raw string, want string, ok bool) {
+			got, gotOK := jsonscan.PlainString([]byte(raw))
+			Expect(gotOK).To(Equal(ok))
+			Expect(got).To(Equal(want))
+		},
+		Entry("plain", `"hello"`, "hello", true),
+		Entry("non-ASCII", `"héllo"`, "héllo", true),
+		Entry("escaped", `"a\"b"`, "", false),
+		Entry("invalid UTF-8 (encoding/json substitutes U+FFFD)", "\"\xff\"", "", false),
+		Entry("not a string", `12`, "", false),
+	)
+
+	DescribeTable("PlainKey tells keys that can only match a field exactly",
+		func(key string, escaped, want bool) {
+			Expect(jsonscan.PlainKey([]byte(key), escaped)).To(Equal(want))
+		},
+		Entry("lower-case", "max_tokens", false, true),
+		Entry("upper-case letters", "Model", false, false),
+		Entry("non-ASCII (the Kelvin sign folds to k)", "\u212aey", false, false),
+		Entry("escaped", "model", true, false),
+	)
+})
+
+// FuzzDocument checks the scanner's grammar against encoding/json's.
+func FuzzDocument(f *testing.F) {
+	for _, d := range documents {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, want := jsonscan.Document(b), json.Valid(b)
+		if got && !want {
+			t.Fatalf("scanner accepts %q, encoding/json does not", b)
+		}
+		if !got && want && !strings.Contains(string(b), strings.Repeat("[", 100)) && !strings.Contains(string(b), strings.Repeat("{", 100)) {
+			// Only nesting deeper than MaxDepth may be declined.
+			depth, maxDepth := 0, 0
+			for _, c := range b {
+				switch c {
+				case '[', '{':
+					depth++
+					maxDepth = max(maxDepth, depth)
+				case ']', '}':
+					depth--
+				}
+			}
+			if maxDepth <= jsonscan.MaxDepth {
+				t.Fatalf("scanner rejects %q, encoding/json accepts it", b)
+			}
+		}
+	})
+}
