@@ -15,7 +15,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/deploy/k8s"
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/harness/env"
 	"github.com/capbench/capbench/scenarios"
@@ -148,6 +152,65 @@ var _ = Describe("sharded bench processes, merged", Ordered, func() {
 		ms, os1 := m.Summaries[0], one.Summaries[0]
 		within(ms.E2EL.P50, os1.E2EL.P50, 0.5, "E2EL p50")
 		within(ms.RequestThroughput, os1.RequestThroughput, 0.5, "request throughput (req/s)")
+	}, SpecTimeout(3*time.Minute))
+
+	It("runs the deploy/k8s Jobs' own arguments and environment, shards then merge", func(ctx SpecContext) {
+		objs, err := k8s.Objects()
+		Expect(err).NotTo(HaveOccurred())
+		var shardJob, mergeJob *batchv1.Job
+		for _, o := range objs {
+			if j, ok := o.Obj.(*batchv1.Job); ok && j.Name == "capbench-bench" {
+				shardJob = j
+			} else if ok && j.Name == "capbench-merge" {
+				mergeJob = j
+			}
+		}
+		Expect(shardJob).NotTo(BeNil())
+		Expect(mergeJob).NotTo(BeNil())
+		results := GinkgoT().TempDir()
+		// The cluster's names and sizes, swapped for this machine's: the
+		// fake for the vllm Service, a temp dir for the volume, a shorter run.
+		local := map[string]string{"http://vllm:8000": fakeURL, "4000": "24", "40": "200"}
+		podArgs := func(c corev1.Container, env map[string]string) []string {
+			var out []string
+			for _, a := range c.Args {
+				if v, ok := local[a]; ok {
+					a = v
+				}
+				for k, v := range env {
+					a = strings.ReplaceAll(a, "$("+k+")", v)
+				}
+				out = append(out, strings.Replace(a, "/results", results, 1))
+			}
+			return out
+		}
+		c := shardJob.Spec.Template.Spec.Containers[0]
+		start := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		var cmds []*exec.Cmd
+		for i := range int(*shardJob.Spec.Completions) {
+			env := map[string]string{"JOB_COMPLETION_INDEX": strconv.Itoa(i), "START_AT": start}
+			for _, e := range c.Env {
+				if e.Value != "" && e.Name != "START_AT" {
+					env[e.Name] = e.Value
+				}
+			}
+			var kv []string
+			for k, v := range env {
+				kv = append(kv, k+"="+v)
+			}
+			cmd := runBin(ctx, kv, podArgs(c, env)...)
+			Expect(cmd.Start()).To(Succeed())
+			cmds = append(cmds, cmd)
+		}
+		for i, cmd := range cmds {
+			Expect(cmd.Wait()).To(Succeed(), "shard %d", i)
+		}
+		Expect(runBin(ctx, nil, podArgs(mergeJob.Spec.Template.Spec.Containers[0], nil)...).Run()).To(Succeed())
+		m, err := readBenchResult(filepath.Join(results, "merged"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(m.SampleCount).To(Equal(24))
+		Expect(m.Merge.Shards).To(HaveLen(int(*shardJob.Spec.Completions)))
+		Expect(filepath.Join(results, "merged", "report.md")).To(BeAnExistingFile())
 	}, SpecTimeout(3*time.Minute))
 
 	DescribeTable("refuses shard flags it cannot honour, naming them",
