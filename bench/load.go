@@ -138,7 +138,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 	if w == nil || len(w.Paths()) == 0 {
 		return nil, errors.New("bench: workload has no path to send to")
 	}
-	out, err := startClock(ctx, cfg.StartAt)
+	out, err := StartClock(ctx, cfg.StartAt)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +163,10 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 	return out, nil
 }
 
-// startClock waits for at (when set) and takes the clock origin: at itself
-// (with the monotonic reading of now), so every shard's samples count from
-// the one planned start.
-func startClock(ctx context.Context, at time.Time) (*LoadOutcome, error) {
+// StartClock waits for at (when set) and returns a fresh outcome whose
+// clock origin is at itself (with the monotonic reading of now), so every
+// shard's samples count from the one planned start.
+func StartClock(ctx context.Context, at time.Time) (*LoadOutcome, error) {
 	if at.IsZero() {
 		now := time.Now()
 		return &LoadOutcome{Base: now, Started: now}, nil

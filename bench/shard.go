@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -199,11 +200,12 @@ func MergeShards(rs []*Result, sources []string, lateTolerance time.Duration) (*
 		shift := r.Shard.Origin().Sub(origin).Nanoseconds()
 		for _, s := range r.Samples {
 			rebase(&s, shift)
-			if s.ErrorKind != ErrCanceled {
+			if s.ErrorKind != ErrCanceled && out.Config.Workload != WorkloadSessions {
 				s.Phase = ""
 			}
 			out.Samples = append(out.Samples, s)
 		}
+		out.Sessions = mergeSessions(out.Sessions, r.Sessions)
 		for _, st := range r.Stages {
 			if stage.StartNS < 0 || st.StartNS+shift < stage.StartNS {
 				stage.StartNS = st.StartNS + shift
@@ -216,8 +218,11 @@ func MergeShards(rs []*Result, sources []string, lateTolerance time.Duration) (*
 	}
 	stage.StartNS = max(stage.StartNS, 0)
 	out.Stages = []StageInfo{stage}
-	lc := LoadConfig{Windows: rs[0].Config.Windows}
-	tagPhases(out.Samples, lc, stage, stage.Jobs)
+	if out.Config.Workload != WorkloadSessions { // sessions keep their own phases
+		tagPhases(out.Samples, LoadConfig{Windows: rs[0].Config.Windows}, stage, stage.Jobs)
+	} else {
+		sortByStart(out.Samples)
+	}
 	for i := range out.Samples {
 		out.Samples[i].Seq = i
 	}
@@ -304,6 +309,27 @@ func describeShard(r *Result, src string, shift int64, tol time.Duration, m *Mer
 
 // Label is "I/N" of the shard.
 func (s ShardInfo) Label() string { return Shard{Index: s.Index, Total: s.Total}.String() }
+
+// mergeSessions adds a shard's sessions to the merged ones.
+func mergeSessions(into, add *Sessions) *Sessions {
+	if add == nil {
+		return into
+	}
+	if into == nil {
+		into = &Sessions{MaskReasons: map[string]int{}}
+	}
+	into.Count += add.Count
+	into.Masked += add.Masked
+	for k, v := range add.MaskReasons {
+		into.MaskReasons[k] += v
+	}
+	into.Outcomes = append(into.Outcomes, add.Outcomes...)
+	return into
+}
+
+func sortByStart(ss []Sample) {
+	sort.SliceStable(ss, func(i, j int) bool { return ss[i].StartNS < ss[j].StartNS })
+}
 
 func rebase(s *Sample, shift int64) {
 	s.ScheduledNS += shift

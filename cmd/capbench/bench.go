@@ -308,10 +308,12 @@ func shardOptions(f benchFlags, o *driver.Options, getenv func(string) string) e
 	}
 	c := o.Config
 	switch {
-	case c.Workload != bench.WorkloadChat:
-		return fmt.Errorf("--shard splits the chat workload only, not --workload %s", c.Workload)
+	case c.Workload == bench.WorkloadReplay:
+		return errors.New("--shard splits the chat and sessions workloads, not a replay")
 	case c.Target == bench.TargetEmbedded:
 		return errors.New("--shard needs a shared server (--url or --proxy-url): every shard would start its own embedded stack")
+	case c.Workload == bench.WorkloadSessions && c.Sessions.Sessions < sh.Total:
+		return fmt.Errorf("--shard %s: --sessions %d over %d shards leaves a shard without a session", sh, c.Sessions.Sessions, sh.Total)
 	}
 	o.Shard = sh
 	// The schedule checks (one stage, a worker per shard) live in

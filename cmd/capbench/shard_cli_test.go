@@ -219,7 +219,9 @@ var _ = Describe("sharded bench processes, merged", Ordered, func() {
 			Expect(err).To(MatchError(ContainSubstring(want)))
 		},
 		Entry("the embedded stack", nil, []string{"--shard", "0/2"}, "--shard needs a shared server (--url or --proxy-url)"),
-		Entry("the sessions workload", nil, []string{"--shard", "0/2", "--url", "http://127.0.0.1:1", "--workload", "sessions"}, "--shard splits the chat workload only"),
+		Entry("a replay", nil, []string{"--shard", "0/2", "--url", "http://127.0.0.1:1", "--replay", "/nonexistent"}, "--shard splits the chat and sessions workloads, not a replay"),
+		Entry("fewer sessions than shards", nil, []string{"--shard", "0/3", "--proxy-url", "http://127.0.0.1:1", "--capture-dir", "/nonexistent", "--workload", "sessions", "--sessions", "2"},
+			"--sessions 2 over 3 shards leaves a shard without a session"),
 		Entry("a sweep", nil, []string{"--shard", "0/2", "--url", "http://127.0.0.1:1", "--sweep", "concurrency=2,4"}, "--shard 0/2 runs one stage"),
 		Entry("a Job index without a total", []string{"JOB_COMPLETION_INDEX=1"}, []string{"--url", "http://127.0.0.1:1"}, "give the shard total with --shards N or CAPBENCH_SHARDS"),
 		Entry("a bad --start-at", nil, []string{"--url", "http://127.0.0.1:1", "--start-at", "soon"}, `--start-at "soon": want an RFC3339 time`),
