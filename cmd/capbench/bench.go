@@ -82,13 +82,19 @@ through capture, consumed at their end with fidelity checked) and replay
 with its prompt token ids and generation length).
 
 With --out DIR, result.json and samples.jsonl are written there; an
-interrupted run (Ctrl-C) says so and still writes what it has.`,
+interrupted run (Ctrl-C) says so and still writes what it has.
+
+Sharded: --shard I/N (or, in a Kubernetes Indexed Job, JOB_COMPLETION_INDEX
+with --shards N or CAPBENCH_SHARDS) runs job k of the schedule when k mod N = I,
+from one --start-at; capbench merge combines the shards' results
+(docs/bench-results.md, docs/k8s.md).`,
 		Example: `  capbench bench --requests 400 --concurrency 8 --slo ttft=2s,tpot=50ms --out /tmp/b1 --html /tmp/b1/report.html
   capbench bench --sweep concurrency=2,4,6,8,10,12 --prompt-tokens 26700 --max-tokens 256 --paths direct --time-scale 0.3 --requests 44
   capbench bench --workload sessions --sessions 8 --concurrency 4
   capbench bench --replay /tmp/b1-capture --replay-speed 2
   capbench bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-4B-Thinking-2507 --arrival poisson --rate 20 --duration 60s --body-field ignore_eos=true
-  capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000`,
+  capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000
+  capbench bench --url http://127.0.0.1:8000 --arrival poisson --rate 40 --requests 4000 --shard 0/4 --start-at 2026-12-01T18:00:00Z --out /tmp/shard-0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
 	}
