@@ -47,6 +47,13 @@ type LoadConfig struct {
 	Observe func(*Sample)
 	// OnStage is called when a stage starts.
 	OnStage func(i int, s Shape)
+	// Shard runs this process's segment of the schedule (bench/shard.go):
+	// job k goes to shard k mod Total; zero value: the whole schedule.
+	Shard Shard
+	// StartAt, when set, is waited for and becomes the clock origin, so
+	// shards on several machines share one schedule (its open-loop arrivals
+	// are laid from it).
+	StartAt time.Time
 }
 
 // StageInfo is what happened in one stage.
@@ -85,6 +92,28 @@ func (c LoadConfig) Validate() error {
 		return fmt.Errorf("--warmup-requests + --cooldown-requests (%d) leave nothing of --requests %d to measure",
 			c.Windows.WarmupRequests+c.Windows.CooldownRequests, c.Requests)
 	}
+	return c.validateShard()
+}
+
+// validateShard refuses schedules a shard cannot split exactly.
+func (c LoadConfig) validateShard() error {
+	sh := c.Shard
+	if err := sh.Validate(); err != nil || !sh.Sharded() {
+		return err
+	}
+	st := c.Stages[0]
+	switch {
+	case len(c.Stages) > 1 || c.Rounds > 1:
+		return fmt.Errorf("--shard %s runs one stage: drop --sweep and --rounds (run one sharded bench per point)", sh)
+	case st.Arrival == Closed && sh.Share(st.Concurrency) < 1:
+		return fmt.Errorf("--shard %s: --concurrency %d over %d shards leaves shard %d without a worker; use at least %d",
+			sh, st.Concurrency, sh.Total, sh.Index, sh.Total)
+	case st.Arrival != Closed && st.Concurrency > 0 && sh.Share(st.Concurrency) < 1:
+		return fmt.Errorf("--shard %s: the in-flight cap --concurrency %d over %d shards leaves shard %d no slot; use at least %d, or 0 for no cap",
+			sh, st.Concurrency, sh.Total, sh.Index, sh.Total)
+	case c.Requests > 0 && c.Requests < sh.Total:
+		return fmt.Errorf("--shard %s: --requests %d over %d shards leaves a shard without a request", sh, c.Requests, sh.Total)
+	}
 	return nil
 }
 
@@ -93,7 +122,10 @@ type LoadOutcome struct {
 	Samples     []Sample
 	Stages      []StageInfo
 	Interrupted bool
-	Base        time.Time
+	// Base is the clock origin of the samples (StartAt when set); Started
+	// is when the run actually began (after waiting for StartAt).
+	Base    time.Time
+	Started time.Time
 }
 
 // RunLoad runs every stage in order. Cancelling ctx interrupts the run: the
@@ -106,7 +138,10 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 	if w == nil || len(w.Paths()) == 0 {
 		return nil, errors.New("bench: workload has no path to send to")
 	}
-	out := &LoadOutcome{Base: time.Now()}
+	out, err := StartClock(ctx, cfg.StartAt)
+	if err != nil {
+		return nil, err
+	}
 	for i, pt := range stageOrder(len(cfg.Stages), max(cfg.Rounds, 1)) {
 		if ctx.Err() != nil {
 			break
@@ -117,7 +152,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 		}
 		st := runStage(ctx, cfg, w, i, shape, out.Base, uint64(pt)+cfg.Seed*1000003)
 		st.info.Point, st.info.Round = pt, i/len(cfg.Stages)
-		tagPhases(st.samples, cfg, st.info)
+		tagPhases(st.samples, cfg, st.info, st.globalJobs)
 		out.Stages = append(out.Stages, st.info)
 		out.Samples = append(out.Samples, st.samples...)
 	}
@@ -128,17 +163,45 @@ func RunLoad(ctx context.Context, cfg LoadConfig, w Workload) (*LoadOutcome, err
 	return out, nil
 }
 
+// StartClock waits for at (when set) and returns a fresh outcome whose
+// clock origin is at itself (with the monotonic reading of now), so every
+// shard's samples count from the one planned start.
+func StartClock(ctx context.Context, at time.Time) (*LoadOutcome, error) {
+	if at.IsZero() {
+		now := time.Now()
+		return &LoadOutcome{Base: now, Started: now}, nil
+	}
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("interrupted while waiting for --start-at %s: %w", at.UTC().Format(time.RFC3339Nano), ctx.Err())
+		}
+	}
+	now := time.Now()
+	return &LoadOutcome{Base: now.Add(at.Sub(now)), Started: now}, nil
+}
+
 type stageRun struct {
 	info    StageInfo
 	samples []Sample
+	// globalJobs is the stage's job count over all shards, as far as this
+	// shard can tell (exact for an unsharded run; merge recounts).
+	globalJobs int
 }
 
-// jobCounter hands out job numbers until the budget or deadline ends.
+// jobCounter hands out job numbers until the budget or deadline ends: every
+// step-th number from first (a closed-loop shard), or every number.
 type jobCounter struct {
 	mu       sync.Mutex
 	next     int
+	step     int
 	limit    int
 	deadline time.Time
+	taken    int // jobs this process runs
+	reached  int // one past the highest job number handed out
 }
 
 func (j *jobCounter) take(ctx context.Context) (int, bool) {
@@ -151,13 +214,34 @@ func (j *jobCounter) take(ctx context.Context) (int, bool) {
 		return 0, false
 	}
 	n := j.next
-	j.next++
+	j.next += max(j.step, 1)
+	j.taken++
+	j.reached = n + 1
 	return n, true
+}
+
+// peek is the next job number to be handed out.
+func (j *jobCounter) peek() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.next
+}
+
+// disown gives back the count of a job another shard runs (open loop).
+func (j *jobCounter) disown() {
+	j.mu.Lock()
+	j.taken--
+	j.mu.Unlock()
 }
 
 func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Shape, base time.Time, seed uint64) stageRun {
 	start := time.Now()
 	jobs := &jobCounter{limit: cfg.Requests}
+	configured := shape
+	if shape.Arrival == Closed && cfg.Shard.Sharded() {
+		jobs.next, jobs.step = cfg.Shard.Index, cfg.Shard.Total
+		shape.Concurrency = cfg.Shard.Share(shape.Concurrency)
+	}
 	if cfg.Duration > 0 {
 		jobs.deadline = start.Add(cfg.Duration)
 	}
@@ -209,27 +293,43 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 			}()
 		}
 	} else {
-		runOpen(ctx, shape, seed, cfg.Offsets, jobs, base, &wg, func(job int, sched int64) { collect(send(job, sched)) })
+		anchor := time.Now()
+		if idx == 0 {
+			anchor = base // the schedule counts from the clock origin
+		}
+		runOpen(ctx, shape, seed, cfg.Offsets, jobs, anchor, base, cfg.Shard, &wg, func(job int, sched int64) { collect(send(job, sched)) })
 	}
 	wg.Wait()
-	info := StageInfo{Index: idx, Shape: shape, StartNS: start.Sub(base).Nanoseconds(), EndNS: time.Since(base).Nanoseconds(), Jobs: jobs.next}
-	return stageRun{info: info, samples: all}
+	// The shape stays the configured one (the whole schedule's); a shard's
+	// share of the workers is in its ShardInfo.
+	info := StageInfo{Index: idx, Shape: configured, StartNS: start.Sub(base).Nanoseconds(), EndNS: time.Since(base).Nanoseconds(), Jobs: jobs.taken}
+	global := jobs.taken
+	if cfg.Shard.Sharded() {
+		global = jobs.reached
+		if cfg.Requests > 0 && ctx.Err() == nil && (jobs.deadline.IsZero() || time.Now().Before(jobs.deadline)) {
+			global = cfg.Requests
+		}
+	}
+	return stageRun{info: info, samples: all, globalJobs: global}
 }
 
 // runOpen starts jobs on the arrival schedule. With a concurrency cap, a
 // start waits for a free slot; the wait is the sample's schedule delay.
-func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Duration, jobs *jobCounter, base time.Time, wg *sync.WaitGroup, fire func(int, int64)) {
+// A shard walks the whole seeded schedule and fires only its own arrivals
+// (job k mod N), so the shards' arrivals together are the one schedule.
+// With a cap, each shard caps its own in-flight requests at its share.
+func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Duration, jobs *jobCounter, anchor, base time.Time, sh Shard, wg *sync.WaitGroup, fire func(int, int64)) {
 	g := newGaps(shape, seed)
 	var slots chan struct{}
 	if shape.Concurrency > 0 {
-		slots = make(chan struct{}, shape.Concurrency)
+		slots = make(chan struct{}, sh.Share(shape.Concurrency))
 	}
-	next := time.Now()
+	next := anchor
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
-		if d := time.Until(next); d > 0 {
+		if d := time.Until(next); d > 0 && sh.Owns(jobs.peek()) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -242,21 +342,25 @@ func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Durat
 			return
 		}
 		sched := next.Sub(base).Nanoseconds()
-		if slots != nil {
+		if !sh.Owns(job) {
+			jobs.disown()
+		} else if slots != nil {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if slots != nil {
-				defer func() { <-slots }()
-			}
-			fire(job, sched)
-		}()
+		if sh.Owns(job) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if slots != nil {
+					defer func() { <-slots }()
+				}
+				fire(job, sched)
+			}()
+		}
 		switch {
 		case shape.Arrival != Trace:
 			next = next.Add(g.next())
@@ -270,7 +374,8 @@ func runOpen(ctx context.Context, shape Shape, seed uint64, offsets []time.Durat
 
 // tagPhases marks warm-up and cool-down samples of one stage: by job number
 // (the first and last jobs) and by start time relative to the stage.
-func tagPhases(ss []Sample, cfg LoadConfig, info StageInfo) {
+// jobs is the stage's job count over all shards.
+func tagPhases(ss []Sample, cfg LoadConfig, info StageInfo, jobs int) {
 	lastStart := info.StartNS
 	for i := range ss {
 		lastStart = max(lastStart, ss[i].StartNS)
@@ -287,7 +392,7 @@ func tagPhases(ss []Sample, cfg LoadConfig, info StageInfo) {
 		switch {
 		case s.Pair < win.WarmupRequests, win.Warmup > 0 && since < int64(win.Warmup):
 			s.Phase = PhaseWarmup
-		case win.CooldownRequests > 0 && s.Pair >= info.Jobs-win.CooldownRequests,
+		case win.CooldownRequests > 0 && s.Pair >= jobs-win.CooldownRequests,
 			win.Cooldown > 0 && s.StartNS > lastStart-int64(win.Cooldown):
 			s.Phase = PhaseCooldown
 		}

@@ -164,6 +164,10 @@ type Result struct {
 	Sessions    *Sessions     `json:"sessions,omitempty"`
 	SamplesFile string        `json:"samples_file"`
 	SampleCount int           `json:"sample_count"`
+	// Shard is set on the result of one shard of a sharded run (bench
+	// --shard); Merge on the result capbench merge made from all of them.
+	Shard *ShardInfo `json:"shard,omitempty"`
+	Merge *MergeInfo `json:"merge,omitempty"`
 	// Samples are loaded from SamplesFile by ReadResult (not in the JSON).
 	Samples []Sample `json:"-"`
 }

@@ -35,6 +35,10 @@ type Options struct {
 	Observe        func(*bench.Sample)
 	OnStage        func(int, bench.Shape)
 	Logger         *slog.Logger
+	// Shard, when Total is set, runs one shard of the chat schedule and
+	// records it in the result; StartAt is the planned common start.
+	Shard   bench.Shard
+	StartAt time.Time
 }
 
 // DefaultGPU is the embedded default: a 48 GiB device with the
@@ -133,6 +137,10 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		return nil, err
 	}
 	res.Samples, res.Stages, res.Interrupted = outcome.Samples, outcome.Stages, outcome.Interrupted
+	if o.Shard.Total > 0 {
+		res.Shard = &bench.ShardInfo{Index: o.Shard.Index, Total: o.Shard.Total, PlannedStart: o.StartAt.UTC(),
+			ActualStart: outcome.Started.UTC(), Concurrency: shardWorkers(o)}
+	}
 	if cfg.Workload != bench.WorkloadSessions && st.source != nil && sentThroughProxy(res.Samples) {
 		// Fidelity runs after the load so it never competes with it.
 		res.Capture = checkCapture(context.WithoutCancel(ctx), st, res.Samples)
@@ -145,6 +153,14 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// shardWorkers is a closed-loop shard's share of the workers.
+func shardWorkers(o Options) int {
+	if st := o.Config.Stages; len(st) == 1 && st[0].Arrival == bench.Closed {
+		return o.Shard.Share(st[0].Concurrency)
+	}
+	return 0
 }
 
 func sentThroughProxy(ss []bench.Sample) bool {
@@ -300,7 +316,8 @@ func runChat(ctx context.Context, o Options, st *stack, client *http.Client, bas
 	}
 	defer w.Close()
 	lc := bench.LoadConfig{Stages: cfg.Stages, Requests: cfg.Requests, Duration: time.Duration(cfg.Duration * float64(time.Second)),
-		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage}
+		Windows: cfg.Windows, Rounds: cfg.Rounds, Seed: cfg.Seed, Observe: o.Observe, OnStage: o.OnStage,
+		Shard: o.Shard, StartAt: o.StartAt}
 	return bench.RunLoad(ctx, lc, w)
 }
 

@@ -109,23 +109,37 @@ func runSessions(ctx context.Context, o Options, st *stack, client *http.Client,
 	}
 	plan := sessionPlan(model, *spec)
 	col := &harness.Collector{Source: st.env.Source(), Options: consumerOptions(), Concurrency: 1}
-	out := &bench.LoadOutcome{Base: base}
+	out := &bench.LoadOutcome{Base: base, Started: base}
+	prefix := "bench-s" + time.Now().UTC().Format("150405")
+	if !o.StartAt.IsZero() {
+		// Shards of one run share the prefix; session i is theirs alone.
+		prefix = "bench-s" + o.StartAt.UTC().Format("150405")
+		var err error
+		if out, err = bench.StartClock(ctx, o.StartAt); err != nil {
+			return nil, nil, err
+		}
+		base = out.Base
+	}
 	stage := bench.StageInfo{Shape: bench.Shape{Arrival: bench.Closed, Concurrency: spec.Concurrency}, StartNS: time.Since(base).Nanoseconds()}
 	sess := &bench.Sessions{MaskReasons: map[string]int{}}
+	// Session i runs on shard i mod N, which has its share of the workers.
 	var (
 		mu   sync.Mutex
-		next int
+		next = o.Shard.Index
+		ran  int
 		wg   sync.WaitGroup
 	)
-	prefix := "bench-s" + time.Now().UTC().Format("150405")
-	for range spec.Concurrency {
+	for range o.Shard.Share(spec.Concurrency) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				mu.Lock()
 				i := next
-				next++
+				next += max(o.Shard.Total, 1)
+				if i < spec.Sessions {
+					ran++
+				}
 				mu.Unlock()
 				if i >= spec.Sessions {
 					return
@@ -140,7 +154,7 @@ func runSessions(ctx context.Context, o Options, st *stack, client *http.Client,
 		}()
 	}
 	wg.Wait()
-	stage.EndNS, stage.Jobs = time.Since(base).Nanoseconds(), min(next, spec.Sessions)
+	stage.EndNS, stage.Jobs = time.Since(base).Nanoseconds(), ran
 	out.Stages = []bench.StageInfo{stage}
 	out.Interrupted = ctx.Err() != nil
 	for i := range out.Samples {

@@ -51,6 +51,8 @@ type benchFlags struct {
 	progressEvery                              time.Duration
 	metricsURL                                 string
 	scrapeEvery, requestTimeout                time.Duration
+	shard, startAt                             string
+	shards                                     int
 }
 
 func newBenchCmd() *cobra.Command {
@@ -80,13 +82,19 @@ through capture, consumed at their end with fidelity checked) and replay
 with its prompt token ids and generation length).
 
 With --out DIR, result.json and samples.jsonl are written there; an
-interrupted run (Ctrl-C) says so and still writes what it has.`,
+interrupted run (Ctrl-C) says so and still writes what it has.
+
+Sharded: --shard I/N (or, in a Kubernetes Indexed Job, JOB_COMPLETION_INDEX
+with --shards N or CAPBENCH_SHARDS) runs job k of the schedule when k mod N = I,
+from one --start-at; capbench merge combines the shards' results
+(docs/bench-results.md, docs/k8s.md).`,
 		Example: `  capbench bench --requests 400 --concurrency 8 --slo ttft=2s,tpot=50ms --out /tmp/b1 --html /tmp/b1/report.html
   capbench bench --sweep concurrency=2,4,6,8,10,12 --prompt-tokens 26700 --max-tokens 256 --paths direct --time-scale 0.3 --requests 44
   capbench bench --workload sessions --sessions 8 --concurrency 4
   capbench bench --replay /tmp/b1-capture --replay-speed 2
   capbench bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-4B-Thinking-2507 --arrival poisson --rate 20 --duration 60s --body-field ignore_eos=true
-  capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000`,
+  capbench bench --proxy-url http://127.0.0.1:9000 --capture-dir /tmp/cap --url http://127.0.0.1:8000 --concurrency 16 --requests 2000
+  capbench bench --url http://127.0.0.1:8000 --arrival poisson --rate 40 --requests 4000 --shard 0/4 --start-at 2026-12-01T18:00:00Z --out /tmp/shard-0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
 	}
@@ -144,6 +152,9 @@ interrupted run (Ctrl-C) says so and still writes what it has.`,
 	fl.StringVar(&f.metricsURL, "metrics-url", "", "scrape this /metrics URL (default: the model server's; off = none)")
 	fl.DurationVar(&f.scrapeEvery, "scrape-every", 250*time.Millisecond, "scrape interval of /metrics")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "give up on one request after this long")
+	fl.StringVar(&f.shard, "shard", "", "run shard I of N (0-based, e.g. 0/4) of the schedule; merge the shards with capbench merge")
+	fl.IntVar(&f.shards, "shards", 0, "the shard total when the index comes from JOB_COMPLETION_INDEX (or set CAPBENCH_SHARDS)")
+	fl.StringVar(&f.startAt, "start-at", "", "wait until this RFC3339 time and count the schedule from it (every shard of a run gets the same)")
 	return cmd
 }
 
@@ -285,7 +296,36 @@ func benchOptions(f benchFlags) (driver.Options, error) {
 		hdr.Add(name, value)
 	}
 	o.Header, o.APIKey, o.MetricsURL, o.ScrapeInterval, o.RequestTimeout = hdr, f.apiKey, f.metricsURL, f.scrapeEvery, f.requestTimeout
-	return o, nil
+	return o, shardOptions(f, &o, os.Getenv)
+}
+
+// shardOptions reads --shard/--shards/JOB_COMPLETION_INDEX and --start-at.
+func shardOptions(f benchFlags, o *driver.Options, getenv func(string) string) error {
+	if f.startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, f.startAt)
+		if err != nil {
+			return fmt.Errorf("--start-at %q: want an RFC3339 time such as 2026-12-01T18:00:00Z", f.startAt)
+		}
+		o.StartAt = t
+	}
+	sh, err := bench.ShardFromEnv(f.shard, f.shards, getenv)
+	if err != nil || sh.Total == 0 {
+		return err
+	}
+	c := o.Config
+	switch {
+	case c.Workload == bench.WorkloadReplay:
+		return errors.New("--shard splits the chat and sessions workloads, not a replay")
+	case c.Target == bench.TargetEmbedded:
+		return errors.New("--shard needs a shared server (--url or --proxy-url): every shard would start its own embedded stack")
+	case c.Workload == bench.WorkloadSessions && c.Sessions.Sessions < sh.Total:
+		return fmt.Errorf("--shard %s: --sessions %d over %d shards leaves a shard without a session", sh, c.Sessions.Sessions, sh.Total)
+	}
+	o.Shard = sh
+	// The schedule checks (one stage, a worker per shard) live in
+	// bench.LoadConfig.Validate.
+	return bench.LoadConfig{Stages: c.Stages, Requests: c.Requests, Duration: time.Duration(c.Duration * float64(time.Second)),
+		Windows: c.Windows, Rounds: c.Rounds, Shard: sh}.Validate()
 }
 
 func setIf(dst *string, v string) {
@@ -350,6 +390,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	}
 	if o.Config.Workload == bench.WorkloadSessions {
 		total = 0
+	}
+	if o.Shard.Sharded() {
+		total = o.Shard.Jobs(total)
 	}
 	pr, err := newBenchProgress(f.progress, cmd.ErrOrStderr(), total, f.progressEvery)
 	if err != nil {

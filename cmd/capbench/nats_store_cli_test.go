@@ -235,7 +235,7 @@ var _ = Describe("the deploy/k8s manifests", func() {
 				Expect(sub.ValidateArgs(sub.Flags().Args())).To(Succeed(), "%s: %v", o.Name, c.Args)
 			}
 		}
-		Expect(n).To(Equal(3))
+		Expect(n).To(Equal(5))
 	})
 })
 

@@ -23,6 +23,7 @@ func newRootCmd() *cobra.Command {
 		newWalkthroughCmd(),
 		newReportCmd(),
 		newCompareCmd(),
+		newMergeCmd(),
 	)
 	return root
 }

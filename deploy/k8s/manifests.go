@@ -1,5 +1,6 @@
 // Package k8s holds the Kubernetes manifests a user applies to run capture
-// proxies on NATS JetStream in a cluster (docs/k8s.md), and decodes them
+// proxies on NATS JetStream in a cluster and sharded load against them
+// (docs/k8s.md), and decodes them
 // strictly against the Kubernetes API types so tests validate them offline:
 // an unknown or misspelt field, a wrong type or a duplicate key is an error.
 package k8s
@@ -99,6 +100,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.ConfigMap{}, nil
 	case "v1 Service":
 		return &corev1.Service{}, nil
+	case "v1 PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, nil
 	case "apps/v1 Deployment":
 		return &appsv1.Deployment{}, nil
 	case "apps/v1 StatefulSet":
@@ -106,7 +109,7 @@ func newObject(apiVersion, kind string) (any, error) {
 	case "batch/v1 Job":
 		return &batchv1.Job{}, nil
 	}
-	return nil, fmt.Errorf("apiVersion %q kind %q is not a kind these manifests use (ConfigMap, Service, Deployment, StatefulSet, Job)", apiVersion, kind)
+	return nil, fmt.Errorf("apiVersion %q kind %q is not a kind these manifests use (ConfigMap, Service, PersistentVolumeClaim, Deployment, StatefulSet, Job)", apiVersion, kind)
 }
 
 func nameOf(obj any) string {
@@ -114,6 +117,8 @@ func nameOf(obj any) string {
 	case *corev1.ConfigMap:
 		return o.Name
 	case *corev1.Service:
+		return o.Name
+	case *corev1.PersistentVolumeClaim:
 		return o.Name
 	case *appsv1.Deployment:
 		return o.Name

@@ -66,13 +66,13 @@ var _ = Describe("the manifests in deploy/k8s", func() {
 	It("decode strictly against the Kubernetes API types", func() {
 		files, err := k8s.Files()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(files).To(ConsistOf("fake-vllm.yaml", "nats.yaml", "proxy.yaml", "verdict-job.yaml", "vllm-service.yaml"))
+		Expect(files).To(ConsistOf("bench-merge.yaml", "bench-shards.yaml", "fake-vllm.yaml", "nats.yaml", "proxy.yaml", "verdict-job.yaml", "vllm-service.yaml"))
 		kinds := map[string]int{}
 		for _, o := range objects() {
 			kinds[o.Kind]++
 			Expect(o.Name).NotTo(BeEmpty(), "%s: a %s without a name", o.File, o.Kind)
 		}
-		Expect(kinds).To(Equal(map[string]int{"ConfigMap": 1, "Service": 4, "StatefulSet": 1, "Deployment": 2, "Job": 1}))
+		Expect(kinds).To(Equal(map[string]int{"ConfigMap": 1, "Service": 5, "StatefulSet": 1, "Deployment": 2, "Job": 3, "PersistentVolumeClaim": 1}))
 	})
 
 	DescribeTable("reject what the API server would refuse",
@@ -141,7 +141,7 @@ var _ = Describe("the manifests in deploy/k8s", func() {
 				Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
 			}
 		}
-		Expect(n).To(Equal(3))
+		Expect(n).To(Equal(5))
 	})
 
 	It("give the NATS servers a config the server accepts, with room for 32k-token records", func() {
