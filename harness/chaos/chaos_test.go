@@ -29,7 +29,7 @@ func buildOnce(ctx SpecContext) {
 	}
 	bin, err := env.BuildBinary(ctx, GinkgoT().TempDir(), false)
 	Expect(err).NotTo(HaveOccurred())
-	cfg = chaos.Config{Binary: bin, Dir: GinkgoT().TempDir(), Concurrency: 8, Duration: 2 * time.Second, Kills: 3, BodyBytes: 3 << 20,
+	cfg = chaos.Config{Binary: bin, Dir: GinkgoT().TempDir(), Concurrency: 8, Duration: 2 * time.Second, Kills: 3, BodyBytes: 4 << 20,
 		WatchCalls: 1000, FloodConns: 1100, RequireTmpfs: os.Getenv("CI") == "true", Log: GinkgoWriter}
 }
 

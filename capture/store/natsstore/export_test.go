@@ -36,3 +36,9 @@ func (s *Store) Messages(ctx context.Context, rolloutID string) (int, error) {
 	err := s.scan(ctx, []string{s.opts.Prefix + "." + token(rolloutID) + ".>"}, func(jetstream.Msg) error { n++; return nil })
 	return n, err
 }
+
+// Retried reports whether the store's retry loop tries err again.
+func Retried(err error) bool { return !permanent(err) }
+
+// ErrLagging is the mark of a read that is behind the state.
+var ErrLagging = errLagging

@@ -241,6 +241,9 @@ const headerRoom = 1024
 // permanent reports errors a retry cannot fix: store semantics, bad input,
 // a closed client.
 func permanent(err error) bool {
+	if errors.Is(err, errLagging) {
+		return false // read again: the replica catches up within the budget
+	}
 	for _, e := range []error{
 		store.ErrFrozen, store.ErrRetired, store.ErrConflict, store.ErrInvalidRolloutID,
 		store.ErrInvalidCallID, store.ErrCorrupt, errTooLarge, nats.ErrConnectionClosed,
@@ -255,6 +258,13 @@ func permanent(err error) bool {
 }
 
 var errTooLarge = errors.New("record larger than the server's max_payload")
+
+// errLagging marks a read that found fewer of the state's indexed records
+// than it names. On a replicated stream the read's ephemeral consumer may sit
+// on a replica that has not yet applied the latest acknowledged publish (a
+// quorum acknowledged it), so the read is tried again within the
+// operation's budget before the rollout is called corrupt.
+var errLagging = errors.New("the stream read is behind the state")
 
 // retry runs f until it succeeds, fails permanently, or the operation's
 // budget (OpTimeout, or ctx) ends. Each attempt has its own deadline so a

@@ -465,8 +465,8 @@ func (s *Store) read(ctx context.Context, id string, st *rolloutState, intents b
 		return nil, nil, err
 	}
 	if len(seen) != len(st.EntryDigests) {
-		return nil, nil, fmt.Errorf("%w: %s: the state indexes %d records but the stream %s holds %d of them",
-			store.ErrCorrupt, id, len(st.EntryDigests), s.opts.Stream, len(seen))
+		return nil, nil, fmt.Errorf("%w: %w: %s: the state indexes %d records but the stream %s holds %d of them",
+			store.ErrCorrupt, errLagging, id, len(st.EntryDigests), s.opts.Stream, len(seen))
 	}
 	return entries, calls, nil
 }

@@ -329,3 +329,14 @@ var _ = Describe("store URLs", func() {
 		Expect(err).To(MatchError(ContainSubstring("127.0.0.1:1")))
 	})
 })
+
+var _ = DescribeTable("which read errors are tried again",
+	func(err error, retried bool) {
+		Expect(natsstore.Retried(err)).To(Equal(retried))
+	},
+	Entry("a read behind the state (a lagging replica), though it names corruption",
+		fmt.Errorf("%w: %w: r: the state indexes 1 records but the stream holds 0 of them", store.ErrCorrupt, natsstore.ErrLagging), true),
+	Entry("corruption", fmt.Errorf("%w: state of r is not a capbench state", store.ErrCorrupt), false),
+	Entry("a frozen rollout", store.ErrFrozen, false),
+	Entry("a timeout", errors.New("nats: timeout"), true),
+)
