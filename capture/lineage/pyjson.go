@@ -295,27 +295,12 @@ func appendPythonString(dst []byte, s string) []byte {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			i++
-			switch c {
-			case '"':
-				dst = append(dst, '\\', '"')
-			case '\\':
-				dst = append(dst, '\\', '\\')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				if c < 0x20 || c == 0x7f {
-					dst = appendU4(dst, rune(c))
-				} else {
-					dst = append(dst, c)
-				}
+			if e, ok := shortEscape(c); ok {
+				dst = append(dst, '\\', e)
+			} else if c < 0x20 || c == 0x7f {
+				dst = appendU4(dst, rune(c))
+			} else {
+				dst = append(dst, c)
 			}
 			continue
 		}
@@ -410,28 +395,33 @@ func appendPythonStringRaw(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			if c < 0x20 {
-				dst = appendU4(dst, rune(c))
-			} else {
-				dst = append(dst, c)
-			}
+		if e, ok := shortEscape(c); ok {
+			dst = append(dst, '\\', e)
+		} else if c < 0x20 {
+			dst = appendU4(dst, rune(c))
+		} else {
+			dst = append(dst, c)
 		}
 	}
 	return append(dst, '"')
+}
+
+// shortEscape is the letter of json.dumps's two-character escape of c, if
+// it has one.
+func shortEscape(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\':
+		return c, true
+	case '\n':
+		return 'n', true
+	case '\r':
+		return 'r', true
+	case '\t':
+		return 't', true
+	case '\b':
+		return 'b', true
+	case '\f':
+		return 'f', true
+	}
+	return 0, false
 }

@@ -169,17 +169,10 @@ func (p *Proxy) streamFailedEarly(ctx context.Context, w http.ResponseWriter, cc
 // openStream posts a streaming chat request; a non-2xx answer is an
 // *upstreamError, a failure to connect a *transportError.
 func (p *Proxy) openStream(ctx context.Context, hdr http.Header, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream+pathChat, bytes.NewReader(body))
+	req, err := p.upstreamPost(ctx, pathChat, hdr, body, "text/event-stream")
 	if err != nil {
-		return nil, &transportError{err}
+		return nil, err
 	}
-	if hdr != nil {
-		p.copyRequestHeaders(req.Header, hdr)
-	} else if p.opts.UpstreamAPIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+p.opts.UpstreamAPIKey)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return nil, &transportError{err}

@@ -114,14 +114,10 @@ type transportError struct{ err error }
 func (e *transportError) Error() string { return "upstream request failed: " + e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
-// postJSON sends body to upstream path and decodes the JSON reply. A non-2xx
-// answer is an *upstreamError; a connection or decoding failure a
-// *transportError.
-func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body []byte) (map[string]any, error) {
-	decode := decodeObject
-	if path == pathChat {
-		decode = decodeChatReply
-	}
+// upstreamPost builds a POST of a JSON body to the upstream path: the
+// client's headers as forwarded (hdr), or only the upstream key when the
+// proxy sends on its own (hdr nil).
+func (p *Proxy) upstreamPost(ctx context.Context, path string, hdr http.Header, body []byte, accept string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, &transportError{err}
@@ -132,7 +128,22 @@ func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body
 		req.Header.Set("Authorization", "Bearer "+p.opts.UpstreamAPIKey)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
+	return req, nil
+}
+
+// postJSON sends body to upstream path and decodes the JSON reply. A non-2xx
+// answer is an *upstreamError; a connection or decoding failure a
+// *transportError.
+func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body []byte) (map[string]any, error) {
+	decode := decodeObject
+	if path == pathChat {
+		decode = decodeChatReply
+	}
+	req, err := p.upstreamPost(ctx, path, hdr, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	resp, err := p.client.Do(req)
 	if err != nil {
