@@ -61,6 +61,27 @@ func (e *jsonEncoder) maybeFlush() {
 
 func (e *jsonEncoder) raw(s string) { e.buf = append(e.buf, s...) }
 
+// encodeArray appends xs as a JSON array (null when nil, as encoding/json
+// writes a nil slice), each element by enc.
+func encodeArray[T any](e *jsonEncoder, xs []T, enc func(T) error) error {
+	if xs == nil {
+		e.raw("null")
+		return nil
+	}
+	e.buf = append(e.buf, '[')
+	for i, x := range xs {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		if err := enc(x); err != nil {
+			return err
+		}
+		e.maybeFlush()
+	}
+	e.buf = append(e.buf, ']')
+	return nil
+}
+
 // value appends v's encoding.
 func (e *jsonEncoder) value(v any) error {
 	if e.err != nil {
@@ -86,52 +107,11 @@ func (e *jsonEncoder) value(v any) error {
 		}
 		e.intArray(x)
 	case []float64:
-		if x == nil {
-			e.raw("null")
-			return nil
-		}
-		e.buf = append(e.buf, '[')
-		for i, f := range x {
-			if i > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			if err := e.float(f); err != nil {
-				return err
-			}
-		}
-		e.buf = append(e.buf, ']')
+		return encodeArray(e, x, e.float)
 	case []any:
-		if x == nil {
-			e.raw("null")
-			return nil
-		}
-		e.buf = append(e.buf, '[')
-		for i, it := range x {
-			if i > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			if err := e.value(it); err != nil {
-				return err
-			}
-			e.maybeFlush()
-		}
-		e.buf = append(e.buf, ']')
+		return encodeArray(e, x, e.value)
 	case []map[string]any:
-		if x == nil {
-			e.raw("null")
-			return nil
-		}
-		e.buf = append(e.buf, '[')
-		for i, it := range x {
-			if i > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			if err := e.object(it); err != nil {
-				return err
-			}
-			e.maybeFlush()
-		}
-		e.buf = append(e.buf, ']')
+		return encodeArray(e, x, e.object)
 	case map[string]any:
 		return e.object(x)
 	default:
