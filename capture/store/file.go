@@ -831,8 +831,9 @@ func truncateSync(path string, size int64) error {
 	return nil
 }
 
-// canonicalLine validates e and returns its canonical bytes and entry digest.
-func canonicalLine(e *record.Entry) ([]byte, string, error) {
+// CanonicalLine validates e and returns its canonical bytes and entry
+// digest: the line every store backend keeps, byte for byte.
+func CanonicalLine(e *record.Entry) ([]byte, string, error) {
 	if e == nil {
 		return nil, "", errors.New("store: nil entry")
 	}
@@ -864,7 +865,7 @@ func lifecycleErr(id string, st *State) error {
 // different payload under a stored call id fails with ErrConflict and marks
 // the rollout incomplete.
 func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
-	canonical, digest, err := canonicalLine(e)
+	canonical, digest, err := CanonicalLine(e)
 	if err != nil {
 		return err
 	}
@@ -930,7 +931,7 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 // BeginCall records a call intent before generation (docs/store.md#operations). An
 // intent without an entry makes the next freeze incomplete.
 func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
-	if err := validateCall(rolloutID, callID); err != nil {
+	if err := ValidateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)
@@ -956,7 +957,7 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 // works after a freeze (so a late loss invalidates a consumed snapshot) but
 // not after retirement.
 func (s *FileStore) MarkIncomplete(ctx context.Context, rolloutID, callID string) error {
-	if err := validateCall(rolloutID, callID); err != nil {
+	if err := ValidateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	h, st, _, err := s.lockLoaded(ctx, rolloutID)
@@ -1001,7 +1002,7 @@ func (s *FileStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, er
 	}
 	if !st.Frozen {
 		st.Frozen = true
-		st.SnapshotID = newSnapshotID()
+		st.SnapshotID = NewSnapshotID()
 		st.Version++
 		if err := s.writeState(rolloutID, st, true); err != nil {
 			h.forget()
@@ -1031,9 +1032,9 @@ func (s *FileStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, er
 	}, nil
 }
 
-// newSnapshotID returns a random UUID4 as 32 lowercase hex digits, the form
+// NewSnapshotID returns a random UUID4 as 32 lowercase hex digits, the form
 // Python's uuid4().hex has.
-func newSnapshotID() string {
+func NewSnapshotID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40

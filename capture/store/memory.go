@@ -88,7 +88,7 @@ func (m *MemoryStore) touch(r *memRollout) {
 
 // Put appends e idempotently; see FileStore.Put.
 func (m *MemoryStore) Put(ctx context.Context, e *record.Entry) error {
-	canonical, digest, err := canonicalLine(e)
+	canonical, digest, err := CanonicalLine(e)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (m *MemoryStore) Freeze(ctx context.Context, rolloutID string) (*Snapshot, 
 	}
 	if !r.state.Frozen {
 		r.state.Frozen = true
-		r.state.SnapshotID = newSnapshotID()
+		r.state.SnapshotID = NewSnapshotID()
 		r.state.Version++
 		m.touch(r)
 	}

@@ -58,9 +58,9 @@ func ValidateRolloutID(id string) error {
 	return nil
 }
 
-// validateCall checks the ids of a call intent or a lost call before any
-// file is touched.
-func validateCall(rolloutID, callID string) error {
+// ValidateCall checks the ids of a call intent or a lost call before any
+// file (or message) is written.
+func ValidateCall(rolloutID, callID string) error {
 	if err := ValidateRolloutID(rolloutID); err != nil {
 		return err
 	}

@@ -22,33 +22,15 @@ const (
 	hdrCall   = "Capbench-Call-Id"
 )
 
-func validateCall(rolloutID, callID string) error {
-	if err := store.ValidateRolloutID(rolloutID); err != nil {
-		return err
-	}
-	if strings.ContainsAny(callID, "\r\n") {
-		return fmt.Errorf("%w: %q contains a line break", store.ErrInvalidCallID, callID)
-	}
-	return nil
-}
-
-// canonicalLine validates e and returns its canonical line and digest, the
-// same bytes and digest the file store writes.
+// canonicalLine validates e (its call id too: intents are lines) and
+// returns the canonical line and digest the file store writes.
 func canonicalLine(e *record.Entry) ([]byte, string, error) {
-	if e == nil {
-		return nil, "", errors.New("store: nil entry")
+	if e != nil {
+		if err := store.ValidateCall(e.RolloutID, e.ModelCallID); err != nil {
+			return nil, "", err
+		}
 	}
-	if err := validateCall(e.RolloutID, e.ModelCallID); err != nil {
-		return nil, "", err
-	}
-	if err := e.Validate(); err != nil {
-		return nil, "", fmt.Errorf("store: entry %s/%s: %w", e.RolloutID, e.ModelCallID, err)
-	}
-	canonical, err := e.MarshalCanonical()
-	if err != nil {
-		return nil, "", fmt.Errorf("store: entry %s/%s: %w", e.RolloutID, e.ModelCallID, err)
-	}
-	return canonical, record.EntryDigest(canonical), nil
+	return store.CanonicalLine(e)
 }
 
 // msgID is the deduplication id of a message: the call id, scoped by the
@@ -175,7 +157,7 @@ func (s *Store) conflict(ctx context.Context, id, callID string) error {
 // BeginCall records a call intent; an intent without a committed record
 // makes the next freeze incomplete. A frozen or retired rollout refuses it.
 func (s *Store) BeginCall(ctx context.Context, rolloutID, callID string) error {
-	if err := validateCall(rolloutID, callID); err != nil {
+	if err := store.ValidateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	return s.retry(ctx, "begin_call", func(ctx context.Context) error {
@@ -234,7 +216,7 @@ func (s *Store) publishMark(ctx context.Context, id, epoch, kind, callID string)
 // incomplete flag (compare-and-set, a version step) and a .lost message.
 // It works after a freeze but not after retirement.
 func (s *Store) MarkIncomplete(ctx context.Context, rolloutID, callID string) error {
-	if err := validateCall(rolloutID, callID); err != nil {
+	if err := store.ValidateCall(rolloutID, callID); err != nil {
 		return err
 	}
 	return s.retry(ctx, "mark_incomplete", func(ctx context.Context) error {
@@ -270,7 +252,7 @@ func (s *Store) Freeze(ctx context.Context, rolloutID string) (*store.Snapshot, 
 			if st.Frozen {
 				return false, nil
 			}
-			st.Frozen, st.SnapshotID = true, newSnapshotID()
+			st.Frozen, st.SnapshotID = true, store.NewSnapshotID()
 			st.Version++
 			return true, nil
 		})

@@ -43,16 +43,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newSnapshotID is a random UUID4 as 32 lowercase hex digits, the form of
-// the file store's (Python's uuid4().hex).
-func newSnapshotID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return hex.EncodeToString(b[:])
-}
-
 // token encodes a rollout id as one subject token and KV key: ids may hold
 // '.', the subject separator, which becomes '=' (not in the id alphabet, so
 // the mapping is one to one).
