@@ -153,11 +153,13 @@ var _ = Describe("streaming pass-through", func() {
 		hdr := map[string]string{"X-Fake-Script": "eq"}
 		direct := parseSSE(do(ctx, "POST", fake.URL()+"/v1/chat/completions", body, hdr).Body)
 		via := parseSSE(do(ctx, "POST", p.URL()+"/ng-rollout/b4b/training-token-capture/v1/chat/completions", body, hdr).Body)
-		// Only the ids the engine mints per generation differ.
+		// Only what the engine mints per generation differs: the id, and the
+		// creation second (the two generations may straddle a second).
 		norm := func(evs []sseEvent) []string {
 			var out []string
 			for _, ev := range evs {
-				out = append(out, idPattern.ReplaceAllString(ev.Data, `"<id>"`))
+				d := idPattern.ReplaceAllString(ev.Data, `"<id>"`)
+				out = append(out, createdPattern.ReplaceAllString(d, `"created":0`))
 			}
 			return out
 		}
@@ -295,4 +297,7 @@ func timeStream(ctx SpecContext, url string, body []byte, hdr map[string]string)
 	}
 }
 
-var idPattern = regexp.MustCompile(`"chatcmpl-[A-Za-z0-9-]+"`)
+var (
+	idPattern      = regexp.MustCompile(`"chatcmpl-[A-Za-z0-9-]+"`)
+	createdPattern = regexp.MustCompile(`"created":[0-9]+`)
+)
