@@ -36,28 +36,14 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(PKG)
 
-# Every figure of the README's "Measured figures" table, each by the command
-# the table names (Go benchmarks and capbench runs; the whole set takes a few
-# minutes on two cores). Ratios are measured side by side within each command.
-FIG_TMP ?= $(or $(TMPDIR),/tmp)/capbench-figures
+# Regenerates the README's "Measured figures" table: runs every command the
+# table quotes (Go benchmarks, capbench bench and chaos runs; rows declared in
+# internal/figures/rows.go, docs/figures.md), keeps each run's raw output in
+# capbench-out/figures/ and rewrites README.md between its figures markers
+# only when every row succeeded. FIGURES_ARGS='--rows stream --dry-run' etc.
+FIGURES_ARGS  ?=
 figures: build
-	$(GO) test ./capture/proxy -run '^$$' -bench StreamTTFT
-	$(GO) test ./capture/consumer -run '^$$' -bench ConsumeCold200x32k -benchtime 20x
-	$(GO) test ./capture/proxy -run '^$$' -bench ProxyFileStore -benchtime 1500x
-	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkRequestBodyMemory -benchtime 1x
-	$(GO) test ./capture/proxy -run '^$$' -bench BenchmarkLongRollout -benchtime 1x
-	$(GO) test ./capture/store -run '^$$' -bench ResolveRead200x32k -benchtime 30x
-	$(GO) test ./capture/store -run '^$$' -bench 'BenchmarkPut/lazy-state' -benchtime 8000x
-	$(GO) test ./capture/store/natsstore -run '^$$' -bench BenchmarkPut -benchtime 1s -count 3
-	$(GO) test ./fakes/vllm -run '^$$' -bench NonStreamingVsTrivial -benchtime 150x -count 6
-	$(GO) test ./bench -run xxx -bench LoadGeneratorVsWrk -benchtime 1x
-	rm -rf $(FIG_TMP) && mkdir -p $(FIG_TMP)
-	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --time-scale 0.1 --slo ttft=2s,tpot=50ms --progress off
-	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --time-scale 0.1 --requests 100 --buffered-streams --progress off
-	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --concurrency 16 --requests 2000 --rounds 3 --progress off
-	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --sweep concurrency=4,6,7,8,9,10,12 --prompt-tokens 26700 --max-tokens 256 --paths direct --time-scale 0.3 --requests 44 --warmup-requests 6 --cooldown-requests 6 --progress off
-	cd $(FIG_TMP) && $(CURDIR)/$(BIN) bench --workload sessions --sessions 8 --concurrency 4 --progress off
-	$(BIN) chaos --duration 30s --kills 30 --calls 50000 --concurrency 16
+	$(GO) run ./internal/figures/cmd --capbench $(BIN) $(FIGURES_ARGS)
 
 # The chaos scenarios, longer than the bounded form `make test` runs
 # (docs/chaos.md). Override e.g. CHAOS_ARGS='--duration 5m --kills 30'.

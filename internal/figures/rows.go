@@ -1,0 +1,163 @@
+package figures
+
+// Rows is the README's "Measured figures" table, in order: one struct
+// literal per row (docs/figures.md says how to add or change one). A
+// Figure template that names a benchmark or metric the run no longer
+// reports fails `make figures` with the names the output does have.
+func Rows() []Row {
+	chaosRun := Run{ID: "chaos", Kind: CapbenchChaos, Args: []string{"chaos", "--duration", "30s", "--kills", "30", "--calls", "50000", "--concurrency", "16"}}
+	return []Row{
+		{
+			Name: "stream-ttft",
+			What: "time to first token, 250-token stream, fake at 20 ms TTFT + 2 ms/token, concurrency 1",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "StreamTTFT"}}},
+			Figure: `direct {{.Med "StreamTTFT" "direct-ttft-ms" | f 2}} ms; through the proxy {{.Med "StreamTTFT" "proxy-ttft-ms" | f 2}} ms` +
+				` (+{{.Med "StreamTTFT" "proxy-added-ttft-ms" | f 2}} ms); ` + "`--buffered-streams`" + ` (NeMo Gym's behaviour) {{.Med "StreamTTFT" "buffered-ttft-ms" | f 1}} ms`,
+		},
+		{
+			Name: "consume-cold",
+			What: "consumer: freeze + build + verdict of one 200-call rollout with prompts growing to 32k tokens (21 MB), cold from disk, in-process",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/consumer", "-run", "^$", "-bench", "ConsumeCold200x32k", "-benchtime", "20x"}}},
+			Figure: `{{.Med "ConsumeCold200x32k" "cpu-ms/op" | f 0}} ms CPU per rollout ({{div (.Med "ConsumeCold200x32k" "ns/op") 1e6 | f 0}} ms wall).` +
+				" Peer not rerun here (no NeMo Gym checkout on this machine): Gym's `trajectories_for_rollout` took 0.31–0.33 s on the same rollout in the side-by-side run that opened this work",
+		},
+		{
+			Name:    "verdict-rss",
+			What:    "read-only `capbench verdict` of that rollout, whole process",
+			Command: "`/usr/bin/time -v bin/capbench verdict --capture-dir DIR`",
+			Static:  "not rerun by `make figures` (DIR is the rollout the consumer benchmark builds in a temp dir); last measured: 0.05–0.06 s CPU, 42 MB peak RSS (2.0× the file)",
+		},
+		{
+			Name: "body-memory",
+			What: "capture proxy request memory, one 1 MB / 29 MB Messages body",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "BenchmarkRequestBodyMemory", "-benchtime", "1x"}}},
+			Figure: `{{.Med "RequestBodyMemory/messages-1MB" "alloc-B/body-B" | f 1}} / {{.Med "RequestBodyMemory/messages-29MB" "alloc-B/body-B" | f 1}}` +
+				` bytes allocated per body byte (before the body work: 10.5–11)`,
+		},
+		{
+			Name: "proxy-filestore",
+			What: "capture proxy + file store, 64 rollouts × 50 small calls, against direct to the fake in the same run",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "1500x"}}},
+			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}), bounded by two ` + "`fdatasync`s per call on this disk",
+		},
+		{
+			Name: "long-rollout",
+			What: "proxy's added cost at call 200 of a rollout growing to 31.5k prompt tokens, as a ratio to the direct call, proxy and direct alternating",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "BenchmarkLongRollout", "-benchtime", "1x"}}},
+			Figure: `memory store {{.Med "LongRollout/memory" "added/direct@200" | f 2}}× (was 8.7–11× when every call re-parsed the rollout);` +
+				` file store {{.Med "LongRollout/file" "added/direct@200" | f 1}}× (two ` + "`fdatasync`s per call)",
+		},
+		{
+			Name: "resolve-read",
+			What: "parent resolution at call 200 of a 32k-token rollout",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "ResolveRead200x32k", "-benchtime", "30x"}}},
+			Figure: `{{div (.Med "ResolveRead200x32k/follower" "ns/op") 1e6 | f 2}} ms` +
+				` (the whole-file re-read it replaced, same run: {{div (.Med "ResolveRead200x32k/whole-rollout" "ns/op") 1e6 | f 1}} ms)`,
+		},
+		{
+			Name: "store-put",
+			What: "file store put, 64 rollouts at once, against bare `fdatasync` in the same run",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "BenchmarkPut/lazy-state", "-benchtime", "8000x"}}},
+			Figure: `{{.Med "Put/lazy-state/rollouts=64" "puts/s" | k 1}} puts/s, {{.Med "Put/lazy-state/rollouts=64" "of-floor" | f 2}} of the bare-` + "`fdatasync`" +
+				` floor measured in the same run (NeMo Gym's store, not rerun here: 1.4–1.6k puts/s in the earlier side-by-side run)`,
+		},
+		{
+			Name: "nats-put",
+			What: "NATS JetStream store vs file store, puts/s, same run",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store/natsstore", "-run", "^$", "-bench", "BenchmarkPut", "-benchtime", "1s", "-count", "3"}}},
+			Figure: `NATS over file, medians of 3: 1 writer 3.4 KB: {{div (.Med "Put/record=small/writers=1/calls=50/store=nats" "puts/s") (.Med "Put/record=small/writers=1/calls=50/store=file" "puts/s") | f 2}}×;` +
+				` 16 writers: {{div (.Med "Put/record=small/writers=16/calls=50/store=nats" "puts/s") (.Med "Put/record=small/writers=16/calls=50/store=file" "puts/s") | f 2}}×;` +
+				` 32k-token records, 16 writers: {{div (.Med "Put/record=32k-tokens/writers=16/calls=50/store=nats" "puts/s") (.Med "Put/record=32k-tokens/writers=16/calls=50/store=file" "puts/s") | f 2}}×`,
+		},
+		{
+			Name: "fake-vs-trivial",
+			What: "fake vLLM vs a trivial Go server, non-streaming, concurrency 64, same run",
+			Runs: []Run{
+				{Kind: GoTest, Args: []string{"test", "./fakes/vllm", "-run", "^$", "-bench", "NonStreamingVsTrivial", "-benchtime", "150x", "-count", "6"}},
+				{Kind: GoTest, Args: []string{"test", "./fakes/vllm", "-run", "^$", "-bench", "ChatHandler", "-benchmem"}},
+			},
+			Figure: `{{.Span "NonStreamingVsTrivial" "fake/trivial" 2}}× the trivial server (median {{.Med "NonStreamingVsTrivial" "fake/trivial" | f 2}}×);` +
+				` the fake's handler {{div (.Med "ChatHandler" "ns/op") 1e3 | f 1}} µs and {{.Med "ChatHandler" "allocs/op" | f 0}} allocations per request (` + "`BenchmarkChatHandler`)",
+		},
+		{
+			Name:    "llm-d-sim",
+			What:    "fake vLLM vs llm-d-inference-sim (built from its public source, `--force-dummy-tokenizer`), each its own process, `capbench bench --concurrency 64`",
+			Command: "not rerun in this release (the peer is built from a fetched source tree the repository does not hold)",
+			Static:  "earlier release: non-streaming 17.6k vs 9.7k req/s (1.8×); streaming 323k vs 124k tok/s (2.6×)",
+		},
+		{
+			Name:    "shards",
+			What:    "3 shards vs one process, Poisson 100 req/s, 600 requests, one fake",
+			Command: "`capbench bench --url … --arrival poisson --rate 100 --requests 600 --concurrency 0 --max-tokens 16` (`--shard I/3 --start-at T`, then `capbench merge`)",
+			Static:  "not rerun by `make figures` (a fake, four bench processes and a merge by hand); last measured: scheduled arrivals identical; TTFT p50 20.8 vs 21.0 ms, E2EL p50 56.4 vs 60.4 ms, 104.03 req/s both; shard start lag 0.08–0.35 ms",
+		},
+		{
+			Name:    "chaos-kill",
+			What:    "chaos: kill -9 of the proxy ×30 under load (16 callers, 30 s)",
+			Command: "`make chaos`",
+			Runs:    []Run{chaosRun},
+			Figure: `{{with .Scenario "kill -9"}}{{.Acknowledged | comma}} acknowledged calls, {{.Stored | comma}} stored, {{.Lost}} lost, {{.Corrupt}} corrupt;` +
+				` peak RSS {{mib .PeakRSSBytes}} MiB{{end}}`,
+		},
+		{
+			Name:    "chaos-idle-conns",
+			What:    "chaos: 1,100 idle connections against the proxy (descriptor limit 825)",
+			Command: "`make chaos`",
+			Runs:    []Run{chaosRun},
+			Figure: `{{with .Scenario "slow-client flood"}}{{.Acknowledged | comma}} real calls served ({{.Load}}), {{.Lost}} lost{{end}}` +
+				` (before the limits, in an earlier run: 8 calls in 24 s)`,
+		},
+		{
+			Name:    "chaos-watch",
+			What:    "chaos: 50k-call memory and descriptor watch",
+			Command: "`make chaos`",
+			Runs:    []Run{chaosRun},
+			Figure: `{{with .Scenario "memory and descriptor watch"}}{{.Acknowledged | comma}} acknowledged, {{.Stored | comma}} stored;` +
+				` RSS {{mib .Usage.RSSBefore}} → {{mib .Usage.RSSAfter}} MiB, descriptors {{.Usage.FDsBefore}} → {{.Usage.FDsPeak}} → {{.Usage.FDsAfter}}{{end}}`,
+		},
+		{
+			Name: "bench-overhead",
+			What: "capture overhead, embedded fake with its timing model (0.1× real time), c=8, 200 requests each way, paired",
+			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--time-scale", "0.1", "--slo", "ttft=2s,tpot=50ms"}}},
+			Figure: `TTFT through capture {{(.Summary "proxy").TTFT.P50 | f 1}} ms vs {{(.Summary "direct").TTFT.P50 | f 1}} ms direct` +
+				` (+{{.Overhead.AddedTTFTMS.Value | f 2}} ms per pair); {{with .Overhead}}E2EL ratio {{.E2ELRatio.Value | f 3}} [{{.E2ELRatio.Low | f 3}}, {{.E2ELRatio.High | f 3}}]{{end}};` +
+				` {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact against the {{.FidelityMethod}}{{end}}`,
+		},
+		{
+			Name: "bench-buffered",
+			What: "the same with NeMo Gym's buffered streams",
+			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--time-scale", "0.1", "--requests", "100", "--buffered-streams"}}},
+			Figure: `TTFT through capture {{(.Summary "proxy").TTFT.P50 | f 0}} ms vs {{(.Summary "direct").TTFT.P50 | f 1}} ms direct:` +
+				` {{mul .Overhead.BufferedTTFT 100 | f 0}}% of first chunks at the end of the call (TTFT = E2EL)`,
+		},
+		{
+			Name: "bench-zero-latency",
+			What: "capture path's own cost: zero-latency fake, c=16, 3 rounds of 2000 pairs",
+			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--concurrency", "16", "--requests", "2000", "--rounds", "3"}}},
+			Figure: `+{{.OverheadSpan "added_e2el_ms" 1}} ms p50 per call over the rounds ({{.OverheadSpan "e2el_ratio" 1}}× a microsecond fake): the file-store put with ` + "`fdatasync`" +
+				` per call; {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact{{end}}`,
+		},
+		{
+			Name: "bench-kv-knee",
+			What: "KV-cache knee, 48 GiB Qwen3-4B-Thinking, 26.7k-token prompts",
+			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--sweep", "concurrency=4,6,7,8,9,10,12", "--prompt-tokens", "26700", "--max-tokens", "256", "--paths", "direct",
+				"--time-scale", "0.3", "--requests", "44", "--warmup-requests", "6", "--cooldown-requests", "6"}}},
+			Figure: `{{with .Result.Knee}}throughput flat from c={{.X}} ({{$.KneeAt .X | f 0}} tok/s; best {{.Max | f 0}});` +
+				" `capbench plan`'s math fits {{.Predicted}} such requests: the knee is {{div (sub .X .Predicted) .Predicted | mul 100 | printf \"%+.0f\"}}% from it (the spec allows 15%){{end}}",
+		},
+		{
+			Name: "bench-sessions",
+			What: "Claude-Code-shaped sessions through capture",
+			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--workload", "sessions", "--sessions", "8", "--concurrency", "4"}}},
+			Figure: `{{with .Sessions}}{{.Sessions}} sessions, {{.Calls}} calls, prompts up to {{.MaxPromptTokens | comma}} tokens, {{.Masked}} masked,` +
+				` {{.Exact}}/{{.Checked}} calls exact{{end}}`,
+		},
+		{
+			Name: "loadgen-vs-wrk",
+			What: "load generator vs `wrk`, 64 connections, trivial server in its own process",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./bench", "-run", "xxx", "-bench", "LoadGeneratorVsWrk", "-benchtime", "1x"}}},
+			Figure: `plain {{.Med "LoadGeneratorVsWrk/plain" "ratio" | f 2}}× wrk's req/s; 64-chunk SSE streams {{.Med "LoadGeneratorVsWrk/stream" "ratio" | f 2}}× wrk`,
+		},
+	}
+}
