@@ -154,9 +154,9 @@ func Rows() []Row {
 				` {{.Exact}}/{{.Checked}} calls exact{{end}}`,
 		},
 		{
-			Name: "loadgen-vs-wrk",
-			What: "load generator vs `wrk`, 64 connections, trivial server in its own process",
-			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./bench", "-run", "xxx", "-bench", "LoadGeneratorVsWrk", "-benchtime", "1x"}}},
+			Name:   "loadgen-vs-wrk",
+			What:   "load generator vs `wrk`, 64 connections, trivial server in its own process",
+			Runs:   []Run{{Kind: GoTest, Args: []string{"test", "./bench", "-run", "xxx", "-bench", "LoadGeneratorVsWrk", "-benchtime", "1x"}}},
 			Figure: `plain {{.Med "LoadGeneratorVsWrk/plain" "ratio" | f 2}}× wrk's req/s; 64-chunk SSE streams {{.Med "LoadGeneratorVsWrk/stream" "ratio" | f 2}}× wrk`,
 		},
 	}
