@@ -17,7 +17,8 @@ import (
 // .Summary, .Overhead) and of its chaos run (.Scenario).
 type Data struct {
 	Bench  BenchSet
-	Result *bench.Result
+	Result *bench.Result // capbench bench; for shards, the merged result
+	Single *bench.Result // shards: the one-process run of the same schedule
 	Chaos  *chaos.Result
 }
 

@@ -145,7 +145,7 @@ func distinctRuns(rows []Row) ([]Run, error) {
 	for _, r := range rows {
 		for _, run := range r.Runs {
 			if prev, ok := byID[run.ID]; ok {
-				if prev.Kind != run.Kind || shellJoin(prev.Args) != shellJoin(run.Args) {
+				if prev.Kind != run.Kind || shellJoin(prev.Args) != shellJoin(run.Args) || shellJoin(prev.Fake) != shellJoin(run.Fake) || prev.Shards != run.Shards {
 					return nil, fmt.Errorf("run %s is declared with two commands: %s and %s", run.ID, prev.Shown(), run.Shown())
 				}
 				continue
@@ -233,13 +233,27 @@ func load(d *Data, run Run, dir string) error {
 		return d.Bench.merge(set)
 	case CapbenchBench:
 		if d.Result != nil {
-			return errors.New("a row may have one capbench bench run")
+			return errors.New("a row may have one capbench bench or shards run")
 		}
 		r, err := bench.ReadResult(filepath.Join(dir, outDir, "result.json"))
 		if err != nil {
 			return err
 		}
 		d.Result = r
+		return nil
+	case CapbenchShards:
+		if d.Result != nil {
+			return errors.New("a row may have one capbench bench or shards run")
+		}
+		single, err := bench.ReadResult(filepath.Join(dir, singleDir, "result.json"))
+		if err != nil {
+			return err
+		}
+		merged, err := bench.ReadResult(filepath.Join(dir, outDir, "result.json"))
+		if err != nil {
+			return err
+		}
+		d.Single, d.Result = single, merged
 		return nil
 	default:
 		if d.Chaos != nil {

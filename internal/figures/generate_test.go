@@ -83,12 +83,13 @@ var _ = Describe("Generate", func() {
 		Expect(got).To(ContainSubstring("| `make chaos` | 3,098 acknowledged calls, 3,098 stored, 0 lost, 0 corrupt; peak RSS 29.3 MiB |\n"))
 		Expect(got).To(ContainSubstring("| 0.75–0.86× the trivial server (median 0.78×)"))
 		Expect(got).To(ContainSubstring("TTFT through capture 6.6 ms vs 5.5 ms direct (+1.11 ms per pair); E2EL ratio 1.018 [1.013, 1.021]; 40/40 captured, 40/40 exact against the ledger |"))
+		Expect(got).To(ContainSubstring("| scheduled arrivals identical; TTFT p50 21.2 vs 20.9 ms, E2EL p50 50.2 vs 49.3 ms, 85.00 vs 84.67 req/s; shard start lag 0.19–2.01 ms |"))
 		Expect(strings.Count(got, "\n| ")).To(Equal(len(figures.Rows()) + 1))
 		Expect(out.String()).To(HavePrefix("| what | command | figure |\n"))
 		Expect(got).To(ContainSubstring(out.String()))
 
 		By("the three chaos rows share one run")
-		Expect(fr.calls).To(HaveLen(17))
+		Expect(fr.calls).To(HaveLen(18))
 		Expect(fr.calls).To(ContainElement("chaos"))
 
 		By("a second run over the same outputs gives the same bytes")

@@ -20,6 +20,11 @@ const (
 	// CapbenchChaos runs `capbench chaos ARGS --json` in a fresh temp dir;
 	// its stdout is Data.Chaos.
 	CapbenchChaos
+	// CapbenchShards starts `capbench fake-vllm FAKE`, runs the bench
+	// schedule ARGS against it once as one process (Data.Single) and once as
+	// Shards processes started together (--shard I/N --start-at T), and
+	// merges those with `capbench merge` (Data.Result).
+	CapbenchShards
 )
 
 // Run is one command the table quotes. Rows that quote the same command
@@ -31,7 +36,12 @@ type Run struct {
 	Kind Kind
 	// Args follow "go" (GoTest) or "capbench" (the others), exactly as a
 	// user would type them; the hidden flags the kind adds are not here.
+	// For CapbenchShards they follow `capbench bench --url URL`.
 	Args []string
+	// Fake and Shards are CapbenchShards' fake-vllm arguments (after
+	// `capbench fake-vllm`, without --host/--port) and process count.
+	Fake   []string
+	Shards int
 }
 
 // Row is one line of the README's figures table (docs/figures.md).
@@ -83,8 +93,11 @@ func (r *Row) check() error {
 		if !rowName.MatchString(run.ID) {
 			return fmt.Errorf("row %s: run ID %q: use lower-case letters, digits and dashes", r.Name, run.ID)
 		}
-		if run.Kind < GoTest || run.Kind > CapbenchChaos {
+		if run.Kind < GoTest || run.Kind > CapbenchShards {
 			return fmt.Errorf("row %s: run %s has no Kind", r.Name, run.ID)
+		}
+		if run.Kind == CapbenchShards && run.Shards < 2 {
+			return fmt.Errorf("row %s: run %s: Shards must be at least 2", r.Name, run.ID)
 		}
 	}
 	if r.Figure != "" {
@@ -113,11 +126,13 @@ func (r *Row) commandCell() string {
 
 // Shown is the command as the table prints it.
 func (run Run) Shown() string {
-	prog := "capbench"
-	if run.Kind == GoTest {
-		prog = "go"
+	switch run.Kind {
+	case GoTest:
+		return shellJoin(append([]string{"go"}, run.Args...))
+	case CapbenchShards:
+		return "capbench bench --url … " + shellJoin(run.Args)
 	}
-	return shellJoin(append([]string{prog}, run.Args...))
+	return shellJoin(append([]string{"capbench"}, run.Args...))
 }
 
 // shellJoin quotes what a POSIX shell would otherwise expand or split.

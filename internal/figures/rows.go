@@ -88,9 +88,14 @@ func Rows() []Row {
 		},
 		{
 			Name:    "shards",
-			What:    "3 shards vs one process, Poisson 100 req/s, 600 requests, one fake",
+			What:    "3 shards vs one process, Poisson 100 req/s, 600 requests, one fake (20 ms TTFT, 2 ms/token, 16 tokens)",
 			Command: "`capbench bench --url … --arrival poisson --rate 100 --requests 600 --concurrency 0 --max-tokens 16` (`--shard I/3 --start-at T`, then `capbench merge`)",
-			Static:  "not rerun by `make figures` (a fake, four bench processes and a merge by hand); last measured: scheduled arrivals identical; TTFT p50 20.8 vs 21.0 ms, E2EL p50 56.4 vs 60.4 ms, 104.03 req/s both; shard start lag 0.08–0.35 ms",
+			Runs: []Run{{Kind: CapbenchShards, Shards: 3, Args: []string{"--arrival", "poisson", "--rate", "100", "--requests", "600", "--concurrency", "0", "--max-tokens", "16"},
+				Fake: []string{"--ttft", "20ms", "--inter-token-latency", "2ms", "--output-len-mean", "16"}}},
+			Figure: `scheduled arrivals {{if .SameSchedule}}identical{{else}}DIFFERENT{{end}};` +
+				` TTFT p50 {{(.Summary "target").TTFT.P50 | f 1}} vs {{(.SingleSummary "target").TTFT.P50 | f 1}} ms,` +
+				` E2EL p50 {{(.Summary "target").E2EL.P50 | f 1}} vs {{(.SingleSummary "target").E2EL.P50 | f 1}} ms,` +
+				` {{(.Summary "target").RequestThroughput | f 2}} vs {{(.SingleSummary "target").RequestThroughput | f 2}} req/s; shard start lag {{.StartLagSpan 2}} ms`,
 		},
 		{
 			Name:    "chaos-kill",

@@ -45,6 +45,8 @@ func (e Exec) Argv(run Run, dir string) []string {
 	case CapbenchBench:
 		a := append([]string{e.Capbench}, run.Args...)
 		return append(a, "--progress", "off", "--out", filepath.Join(dir, outDir))
+	case CapbenchShards:
+		return e.shardsArgv(run, dir)
 	default:
 		return append(append([]string{e.Capbench}, run.Args...), "--json")
 	}
@@ -61,8 +63,7 @@ func (e Exec) Run(ctx context.Context, run Run, dir string) error {
 		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = e.Root
+	cwd := e.Root
 	if run.Kind != GoTest {
 		// capbench runs write where they stand: give each a fresh folder.
 		tmp, err := os.MkdirTemp("", "capbench-figures-")
@@ -70,8 +71,13 @@ func (e Exec) Run(ctx context.Context, run Run, dir string) error {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		cmd.Dir = tmp
+		cwd = tmp
 	}
+	if run.Kind == CapbenchShards {
+		return e.runShards(ctx, run, dir, cwd)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = cwd
 	stdout, err := os.Create(filepath.Join(dir, stdoutFile))
 	if err != nil {
 		return err
