@@ -12,7 +12,7 @@ func Rows() []Row {
 			What: "time to first token, 250-token stream, fake at 20 ms TTFT + 2 ms/token, concurrency 1",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "StreamTTFT"}}},
 			Figure: `direct {{.Med "StreamTTFT" "direct-ttft-ms" | f 2}} ms; through the proxy {{.Med "StreamTTFT" "proxy-ttft-ms" | f 2}} ms` +
-				` (+{{.Med "StreamTTFT" "proxy-added-ttft-ms" | f 2}} ms); ` + "`--buffered-streams`" + ` (NeMo Gym's behaviour) {{.Med "StreamTTFT" "buffered-ttft-ms" | f 1}} ms`,
+				` ({{.Med "StreamTTFT" "proxy-added-ttft-ms" | printf "%+.2f"}} ms); ` + "`--buffered-streams`" + ` (NeMo Gym's behaviour) {{.Med "StreamTTFT" "buffered-ttft-ms" | f 1}} ms`,
 		},
 		{
 			Name: "consume-cold",
@@ -126,7 +126,7 @@ func Rows() []Row {
 			What: "capture overhead, embedded fake with its timing model (0.1× real time), c=8, 200 requests each way, paired",
 			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--time-scale", "0.1", "--slo", "ttft=2s,tpot=50ms"}}},
 			Figure: `TTFT through capture {{(.Summary "proxy").TTFT.P50 | f 1}} ms vs {{(.Summary "direct").TTFT.P50 | f 1}} ms direct` +
-				` (+{{.Overhead.AddedTTFTMS.Value | f 2}} ms per pair); {{with .Overhead}}E2EL ratio {{.E2ELRatio.Value | f 3}} [{{.E2ELRatio.Low | f 3}}, {{.E2ELRatio.High | f 3}}]{{end}};` +
+				` ({{.Overhead.AddedTTFTMS.Value | printf "%+.2f"}} ms per pair); {{with .Overhead}}E2EL ratio {{.E2ELRatio.Value | f 3}} [{{.E2ELRatio.Low | f 3}}, {{.E2ELRatio.High | f 3}}]{{end}};` +
 				` {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact against the {{.FidelityMethod}}{{end}}`,
 		},
 		{
