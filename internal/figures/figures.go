@@ -37,10 +37,12 @@ type Config struct {
 	README string         // the file whose marked region is rewritten
 	OutDir string         // raw outputs, one folder per run
 	Rows   *regexp.Regexp // nil: every row; else rows whose name matches (README is then not written)
+	Skip   *regexp.Regexp // rows whose name matches are left out (README is then not written)
 	DryRun bool           // print each run's command and stop
 	Runner Runner         // Exec, Saved or a fake
-	// Argv shows a run's command line for --dry-run (Exec.Argv).
-	Argv   func(run Run, dir string) []string
+	// Show is a run's command line for --dry-run (Exec.Show); nil: the
+	// command as the table shows it.
+	Show   func(run Run, dir string) string
 	Stdout io.Writer // the table
 	Stderr io.Writer // progress
 }
@@ -49,7 +51,7 @@ type Config struct {
 // and, when every row is selected, rewrites cfg.README's marked region. Any
 // failed run or figure fails the whole call and leaves README untouched.
 func Generate(ctx context.Context, cfg Config, rows []Row) error {
-	rows, err := selectRows(cfg.Rows, rows)
+	rows, err := selectRows(cfg.Rows, cfg.Skip, rows)
 	if err != nil {
 		return err
 	}
@@ -71,11 +73,11 @@ func Generate(ctx context.Context, cfg Config, rows []Row) error {
 	}
 	if cfg.DryRun {
 		for _, run := range runs {
-			argv := run.Args
-			if cfg.Argv != nil {
-				argv = cfg.Argv(run, filepath.Join(cfg.OutDir, run.ID))
+			line := run.Shown()
+			if cfg.Show != nil {
+				line = cfg.Show(run, filepath.Join(cfg.OutDir, run.ID))
 			}
-			fmt.Fprintf(cfg.Stdout, "%s: %s\n", run.ID, shellJoin(argv))
+			fmt.Fprintf(cfg.Stdout, "%s: %s\n", run.ID, line)
 		}
 		return nil
 	}
@@ -104,14 +106,14 @@ func Generate(ctx context.Context, cfg Config, rows []Row) error {
 	if _, err := cfg.Stdout.Write(table.Bytes()); err != nil {
 		return err
 	}
-	if cfg.Rows != nil {
-		fmt.Fprintf(cfg.Stderr, "figures: %s not written: --rows selects only some rows\n", cfg.README)
+	if cfg.Rows != nil || cfg.Skip != nil {
+		fmt.Fprintf(cfg.Stderr, "figures: %s not written: --rows/--skip select only some rows\n", cfg.README)
 		return nil
 	}
 	return rewrite(cfg.README, readme, table.Bytes())
 }
 
-func selectRows(re *regexp.Regexp, rows []Row) ([]Row, error) {
+func selectRows(re, skip *regexp.Regexp, rows []Row) ([]Row, error) {
 	seen := map[string]bool{}
 	var sel []Row
 	for _, r := range rows {
@@ -123,7 +125,7 @@ func selectRows(re *regexp.Regexp, rows []Row) ([]Row, error) {
 			return nil, fmt.Errorf("two rows are named %s", r.Name)
 		}
 		seen[r.Name] = true
-		if re == nil || re.MatchString(r.Name) {
+		if (re == nil || re.MatchString(r.Name)) && (skip == nil || !skip.MatchString(r.Name)) {
 			sel = append(sel, r)
 		}
 	}
@@ -132,7 +134,14 @@ func selectRows(re *regexp.Regexp, rows []Row) ([]Row, error) {
 		for _, r := range rows {
 			names = append(names, r.Name)
 		}
-		return nil, fmt.Errorf("--rows %s matches no row (rows: %s)", re, strings.Join(names, ", "))
+		var sel []string
+		if re != nil {
+			sel = append(sel, "--rows "+re.String())
+		}
+		if skip != nil {
+			sel = append(sel, "--skip "+skip.String())
+		}
+		return nil, fmt.Errorf("%s leaves no row (rows: %s)", strings.Join(sel, " "), strings.Join(names, ", "))
 	}
 	return sel, nil
 }

@@ -167,17 +167,30 @@ var _ = Describe("Generate", func() {
 		Expect(errOut.String()).To(ContainSubstring("not written: --rows"))
 	})
 
+	It("--skip: leaves rows out, and README alone", func() {
+		fr := &fakeRunner{src: saved}
+		cfg, out, _ := setup(readmeText, fr)
+		cfg.Skip = regexp.MustCompile(`^chaos|^bench-|^shards$`)
+		Expect(figures.Generate(ctx, cfg, figures.Rows())).To(Succeed())
+		for _, id := range []string{"chaos", "shards", "bench-sessions", "bench-overhead"} {
+			Expect(fr.calls).NotTo(ContainElement(id))
+		}
+		Expect(fr.calls).To(ContainElement("stream-ttft"))
+		Expect(out.String()).NotTo(ContainSubstring("make chaos"))
+		Expect(read(cfg.README)).To(Equal(readmeText))
+	})
+
 	It("--rows matching nothing is an error that lists the rows", func() {
 		cfg, _, _ := setup(readmeText, &fakeRunner{src: saved})
 		cfg.Rows = regexp.MustCompile(`^nope$`)
-		Expect(figures.Generate(ctx, cfg, figures.Rows())).To(MatchError(And(ContainSubstring("--rows ^nope$ matches no row"), ContainSubstring("stream-ttft"))))
+		Expect(figures.Generate(ctx, cfg, figures.Rows())).To(MatchError(And(ContainSubstring("--rows ^nope$ leaves no row"), ContainSubstring("stream-ttft"))))
 	})
 
 	It("--dry-run prints each run once and runs nothing", func() {
 		fr := &fakeRunner{src: saved}
 		cfg, out, _ := setup(readmeText, fr)
 		cfg.DryRun = true
-		cfg.Argv = figures.Exec{Go: "go", Capbench: "/bin/capbench"}.Argv
+		cfg.Show = figures.Exec{Go: "go", Capbench: "/bin/capbench"}.Show
 		Expect(figures.Generate(ctx, cfg, figures.Rows())).To(Succeed())
 		Expect(fr.calls).To(BeEmpty())
 		Expect(out.String()).To(ContainSubstring("stream-ttft: go test ./capture/proxy -run '^$' -bench StreamTTFT\n"))

@@ -36,17 +36,22 @@ type Exec struct {
 	Echo     io.Writer     // gets a copy of both streams as they come; nil: none
 }
 
-// Argv is what Exec runs for run, with its raw outputs in dir (for
-// --dry-run and command.txt).
-func (e Exec) Argv(run Run, dir string) []string {
+// Show is the command line Exec runs for run, with its raw outputs in dir
+// (--dry-run, command.txt).
+func (e Exec) Show(run Run, dir string) string {
+	if run.Kind == CapbenchShards {
+		return e.shardsShow(run, dir)
+	}
+	return shellJoin(e.argv(run, dir))
+}
+
+func (e Exec) argv(run Run, dir string) []string {
 	switch run.Kind {
 	case GoTest:
 		return append([]string{e.Go}, run.Args...)
 	case CapbenchBench:
 		a := append([]string{e.Capbench}, run.Args...)
 		return append(a, "--progress", "off", "--out", filepath.Join(dir, outDir))
-	case CapbenchShards:
-		return e.shardsArgv(run, dir)
 	default:
 		return append(append([]string{e.Capbench}, run.Args...), "--json")
 	}
@@ -54,8 +59,8 @@ func (e Exec) Argv(run Run, dir string) []string {
 
 // Run implements Runner.
 func (e Exec) Run(ctx context.Context, run Run, dir string) error {
-	argv := e.Argv(run, dir)
-	if err := os.WriteFile(filepath.Join(dir, commandFile), []byte(shellJoin(argv)+"\n"), 0o644); err != nil {
+	argv := e.argv(run, dir)
+	if err := os.WriteFile(filepath.Join(dir, commandFile), []byte(e.Show(run, dir)+"\n"), 0o644); err != nil {
 		return err
 	}
 	if e.Timeout > 0 {

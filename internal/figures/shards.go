@@ -28,12 +28,13 @@ const (
 // enough for every process to start and be waiting.
 const shardsDelay = 2 * time.Second
 
-// shardsArgv lists the commands of a CapbenchShards run, for command.txt
-// and --dry-run (URL and T are filled in when it runs).
-func (e Exec) shardsArgv(run Run, dir string) []string {
-	return []string{"sh", "-c", fmt.Sprintf("%s fake-vllm %s --port P & %s; for i in 0..%d: %s --shard $i/%d --start-at T --out %s$i &; %s merge --out %s %s*",
+// shardsShow describes the commands of a CapbenchShards run (URL and T
+// are chosen when it runs; stdout.txt then lists the real lines).
+func (e Exec) shardsShow(run Run, dir string) string {
+	shard := append(e.benchArgv(run, "URL", filepath.Join(dir, shardDir+"I")), "--shard", fmt.Sprintf("I/%d", run.Shards), "--start-at", "T")
+	return fmt.Sprintf("%s fake-vllm %s --host 127.0.0.1 --port P & then %s; then for I in 0..%d at once: %s; then %s merge --out %s %sI...",
 		e.Capbench, shellJoin(run.Fake), shellJoin(e.benchArgv(run, "URL", filepath.Join(dir, singleDir))), run.Shards-1,
-		shellJoin(e.benchArgv(run, "URL", "")), run.Shards, filepath.Join(dir, shardDir), e.Capbench, filepath.Join(dir, outDir), filepath.Join(dir, shardDir))}
+		shellJoin(shard), e.Capbench, filepath.Join(dir, outDir), filepath.Join(dir, shardDir))
 }
 
 func (e Exec) benchArgv(run Run, url, out string) []string {

@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	capbench := fs.String("capbench", filepath.Join("bin", "capbench"), "the capbench binary the capbench rows run (make build writes it)")
 	goTool := fs.String("go", envOr("GO", "go"), "the go tool the benchmark rows run")
 	rows := fs.String("rows", "", "regexp: only the rows whose name matches (README.md is then not written)")
+	skip := fs.String("skip", "", "regexp: leave out the rows whose name matches, e.g. chaos (README.md is then not written)")
 	dry := fs.Bool("dry-run", false, "print each run's command and stop")
 	from := fs.String("from", "", "render from the raw outputs an earlier run left in this folder instead of running anything")
 	timeout := fs.Duration("timeout", 30*time.Minute, "limit for each run")
@@ -67,6 +68,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Rows = re
 	}
+	if *skip != "" {
+		re, err := regexp.Compile(*skip)
+		if err != nil {
+			return fmt.Errorf("--skip: %w", err)
+		}
+		cfg.Skip = re
+	}
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -79,21 +87,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		ex.Echo = stderr
 	}
-	cfg.Argv, cfg.Runner = ex.Argv, ex
+	cfg.Show, cfg.Runner = ex.Show, ex
 	switch {
 	case *from != "":
 		cfg.OutDir, cfg.Runner = *from, figures.Saved{Dir: *from}
 	case !*dry:
-		if _, err := os.Stat(bin); err != nil && needsCapbench(cfg.Rows, all) {
+		if _, err := os.Stat(bin); err != nil && needsCapbench(cfg.Rows, cfg.Skip, all) {
 			return fmt.Errorf("--capbench %s: %w (run make build, or point --capbench at a capbench binary)", *capbench, errors.Unwrap(err))
 		}
 	}
 	return figures.Generate(ctx, cfg, all)
 }
 
-func needsCapbench(re *regexp.Regexp, rows []figures.Row) bool {
+func needsCapbench(re, skip *regexp.Regexp, rows []figures.Row) bool {
 	for _, r := range rows {
-		if re != nil && !re.MatchString(r.Name) {
+		if (re != nil && !re.MatchString(r.Name)) || (skip != nil && skip.MatchString(r.Name)) {
 			continue
 		}
 		for _, run := range r.Runs {
