@@ -134,14 +134,14 @@ func selectRows(re, skip *regexp.Regexp, rows []Row) ([]Row, error) {
 		for _, r := range rows {
 			names = append(names, r.Name)
 		}
-		var sel []string
+		var used []string
 		if re != nil {
-			sel = append(sel, "--rows "+re.String())
+			used = append(used, "--rows "+re.String())
 		}
 		if skip != nil {
-			sel = append(sel, "--skip "+skip.String())
+			used = append(used, "--skip "+skip.String())
 		}
-		return nil, fmt.Errorf("%s leaves no row (rows: %s)", strings.Join(sel, " "), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s leaves no row (rows: %s)", strings.Join(used, " "), strings.Join(names, ", "))
 	}
 	return sel, nil
 }
