@@ -23,9 +23,10 @@ import (
 // CAPBENCH_GYM_DIR names a NeMo Gym checkout (docs/gym-peer.md), with Gym's
 // TokenCaptureStore, in alternating order, each round into fresh
 // directories; one op is one round of ours. Cases: 64 rollouts at once, 16
-// small records each (one writer per rollout, as BenchmarkPut), and one
-// rollout of 200 records growing to 32k prompt tokens (as
-// BenchmarkRollout200x32k). Gym runs two ways: "async", its own capture path's
+// small records each (one writer per rollout, as BenchmarkPut); the same
+// with a begin_call before every put, as a capture proxy makes each call (as
+// BenchmarkCall); and one rollout of 200 records growing to 32k prompt
+// tokens (as BenchmarkRollout200x32k). Gym runs two ways: "async", its own capture path's
 // way (one coroutine per rollout awaiting TokenCaptureStore.put, which runs
 // append on Python's default thread pool), reported as gym-puts/s and x-gym;
 // and "threads", one thread per rollout calling append directly
@@ -34,20 +35,23 @@ import (
 // wrote must be byte-identical, Gym's freeze must read ours and ours must
 // read Gym's, or the benchmark fails.
 func BenchmarkPutVsGym(b *testing.B) {
+	small := func() []*record.Entry {
+		var es []*record.Entry
+		for r := range 64 {
+			for i := range 16 {
+				es = append(es, benchEntry(fmt.Sprintf("roll-%d", r), r*16+i))
+			}
+		}
+		return es
+	}
 	cases := []struct {
 		name    string
 		entries func() []*record.Entry
+		intent  bool
 	}{
-		{"rollouts=64", func() []*record.Entry {
-			var es []*record.Entry
-			for r := range 64 {
-				for i := range 16 {
-					es = append(es, benchEntry(fmt.Sprintf("roll-%d", r), r*16+i))
-				}
-			}
-			return es
-		}},
-		{"rollout=200x32k", func() []*record.Entry { return longRolloutEntries("long", 200) }},
+		{"rollouts=64", small, false},
+		{"rollouts=64/begin_call+put", small, true},
+		{"rollout=200x32k", func() []*record.Entry { return longRolloutEntries("long", 200) }, false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -75,9 +79,9 @@ func BenchmarkPutVsGym(b *testing.B) {
 					if gym == nil {
 						return
 					}
-					asyncTime = gym.put(b, gymDir, file, gympeer.PutAsync, len(entries))
+					asyncTime = gym.put(b, gympeer.Request{Dir: gymDir, EntriesFile: file, Mode: gympeer.PutAsync, Intent: c.intent}, len(entries))
 					threadsDir := filepath.Join(root, "gym-threads-"+strconv.Itoa(round))
-					threadsTime = gym.put(b, threadsDir, file, gympeer.PutThreads, len(entries))
+					threadsTime = gym.put(b, gympeer.Request{Dir: threadsDir, EntriesFile: file, Mode: gympeer.PutThreads, Intent: c.intent}, len(entries))
 					_ = os.RemoveAll(threadsDir)
 				}
 				if !gympeer.OursFirst(round) {
@@ -88,7 +92,7 @@ func BenchmarkPutVsGym(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				ours := putConcurrently(ctx, b, s, groups)
+				ours := putConcurrently(ctx, b, s, groups, c.intent)
 				b.StopTimer()
 				if err := s.Close(); err != nil {
 					b.Fatal(err)
@@ -102,27 +106,36 @@ func BenchmarkPutVsGym(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			n := float64(len(entries))
-			b.ReportMetric(n/(async.Ours()/1e3), "puts/s")
+			n, unit := float64(len(entries)), "puts/s"
+			if c.intent {
+				unit = "calls/s"
+			}
+			b.ReportMetric(n/(async.Ours()/1e3), unit)
 			if gym != nil {
-				b.ReportMetric(n/(async.Gym()/1e3), "gym-puts/s")
+				b.ReportMetric(n/(async.Gym()/1e3), "gym-"+unit)
 				b.ReportMetric(async.Ratio(), "x-gym")
-				b.ReportMetric(n/(threads.Gym()/1e3), "gym-threads-puts/s")
+				b.ReportMetric(n/(threads.Gym()/1e3), "gym-threads-"+unit)
 				b.ReportMetric(threads.Ratio(), "x-gym-threads")
-				crossRead(b, gym, entries, ids, oursDir, gymDir)
+				crossRead(b, gym, entries, ids, oursDir, gymDir, c.intent)
 			}
 		})
 	}
 }
 
-// putConcurrently puts every group from its own goroutine, in order, and
-// returns the wall time.
-func putConcurrently(ctx context.Context, b *testing.B, s *store.FileStore, groups [][]*record.Entry) time.Duration {
+// putConcurrently puts every group from its own goroutine, in order, each
+// put after a BeginCall when intent is set, and returns the wall time.
+func putConcurrently(ctx context.Context, b *testing.B, s *store.FileStore, groups [][]*record.Entry, intent bool) time.Duration {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, g := range groups {
 		wg.Go(func() {
 			for _, e := range g {
+				if intent {
+					if err := s.BeginCall(ctx, e.RolloutID, e.ModelCallID); err != nil {
+						b.Error(err)
+						return
+					}
+				}
 				if err := s.Put(ctx, e); err != nil {
 					b.Error(err)
 					return
@@ -196,23 +209,25 @@ func startGymStore(b *testing.B, entries []*record.Entry) (*gymStore, string) {
 	return &gymStore{s: s}, file
 }
 
-// put is Gym's time inside Python to write every entry into dir.
-func (g *gymStore) put(b *testing.B, dir, file, mode string, want int) time.Duration {
-	rep, err := g.s.Do(gympeer.Request{Op: gympeer.OpPut, Dir: dir, EntriesFile: file, Mode: mode})
+// put is Gym's time inside Python to write every entry of req.EntriesFile
+// into req.Dir.
+func (g *gymStore) put(b *testing.B, req gympeer.Request, want int) time.Duration {
+	req.Op = gympeer.OpPut
+	rep, err := g.s.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if rep.Puts != want {
-		b.Fatalf("Gym's store (%s) put %d records, want %d", mode, rep.Puts, want)
+		b.Fatalf("Gym's store (%s) put %d records, want %d", req.Mode, rep.Puts, want)
 	}
 	return time.Duration(rep.Secs() * float64(time.Second))
 }
 
 // crossRead checks the two stores' files are interchangeable: each
-// rollout's JSONL is the same bytes on both sides, Gym's freeze of our
-// directory reads every record as we wrote it, and our freeze of Gym's
-// directory does too.
-func crossRead(b *testing.B, gym *gymStore, entries []*record.Entry, ids []string, oursDir, gymDir string) {
+// rollout's JSONL (and intents file, with intent) is the same bytes on both
+// sides, Gym's freeze of our directory reads every record as we wrote it,
+// complete, and our freeze of Gym's directory does too.
+func crossRead(b *testing.B, gym *gymStore, entries []*record.Entry, ids []string, oursDir, gymDir string, intent bool) {
 	want := map[string][]string{}
 	for _, e := range entries {
 		line, err := e.MarshalCanonical()
@@ -222,11 +237,17 @@ func crossRead(b *testing.B, gym *gymStore, entries []*record.Entry, ids []strin
 		sum := sha256.Sum256(line)
 		want[e.RolloutID] = append(want[e.RolloutID], hex.EncodeToString(sum[:]))
 	}
+	suffixes := []string{".tokens.jsonl"}
+	if intent {
+		suffixes = append(suffixes, ".tokens.intents")
+	}
 	for _, id := range ids {
-		o, err1 := os.ReadFile(filepath.Join(oursDir, id+".tokens.jsonl"))
-		g, err2 := os.ReadFile(filepath.Join(gymDir, id+".tokens.jsonl"))
-		if err1 != nil || err2 != nil || !bytes.Equal(o, g) {
-			b.Fatalf("rollout %s: our JSONL and Gym's differ (%d vs %d bytes; %v %v)", id, len(o), len(g), err1, err2)
+		for _, suffix := range suffixes {
+			o, err1 := os.ReadFile(filepath.Join(oursDir, id+suffix))
+			g, err2 := os.ReadFile(filepath.Join(gymDir, id+suffix))
+			if err1 != nil || err2 != nil || !bytes.Equal(o, g) {
+				b.Fatalf("rollout %s: our %s and Gym's differ (%d vs %d bytes; %v %v)", id, suffix, len(o), len(g), err1, err2)
+			}
 		}
 	}
 	rep, err := gym.s.Do(gympeer.Request{Op: gympeer.OpRead, Dir: oursDir, RolloutIDs: ids})

@@ -79,16 +79,21 @@ def op_put(req):
     mode "async": one coroutine per rollout awaiting store.put for each of its
     calls in order, as Gym's capture path does (put runs append on the default
     thread pool). mode "threads": one thread per rollout calling append.
+    With "intent", each call first records its intent (begin_call), as the
+    capture path does before dispatching a call.
     """
     from nemo_gym.token_id_capture.store import TokenCaptureStore
 
     groups = _load_entries(req["entries_file"])
     store = TokenCaptureStore(req["dir"])
     mode = req.get("mode", "async")
+    intent = bool(req.get("intent", False))
     if mode == "async":
 
         async def one(entries):
             for entry in entries:
+                if intent:
+                    await store.begin_call(entry.rollout_id, entry.model_call_id)
                 await store.put(entry)
 
         async def every():
@@ -101,6 +106,8 @@ def op_put(req):
         def one(entries):
             try:
                 for entry in entries:
+                    if intent:
+                        store._begin_call(entry.rollout_id, entry.model_call_id)
                     store.append(entry)
             except Exception as error:  # reported below, after every thread ends
                 failures.append(repr(error))

@@ -29,13 +29,15 @@ const (
 
 // Request is one line to the driver.
 type Request struct {
-	Op          string   `json:"op"`
-	Dir         string   `json:"dir,omitempty"`
-	RolloutID   string   `json:"rollout_id,omitempty"`
-	Model       string   `json:"model,omitempty"`
-	EntriesFile string   `json:"entries_file,omitempty"`
-	Mode        string   `json:"mode,omitempty"`
-	RolloutIDs  []string `json:"rollout_ids,omitempty"`
+	Op          string `json:"op"`
+	Dir         string `json:"dir,omitempty"`
+	RolloutID   string `json:"rollout_id,omitempty"`
+	Model       string `json:"model,omitempty"`
+	EntriesFile string `json:"entries_file,omitempty"`
+	Mode        string `json:"mode,omitempty"`
+	// Intent makes each put begin_call first, as Gym's capture path does.
+	Intent     bool     `json:"intent,omitempty"`
+	RolloutIDs []string `json:"rollout_ids,omitempty"`
 }
 
 // Reply is the driver's answer; which fields are set depends on the op.
