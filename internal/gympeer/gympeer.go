@@ -107,8 +107,12 @@ func (p *Peer) Dir() string { return p.dir }
 
 func (p *Peer) command(ctx context.Context) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.python, p.script)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+p.dir+string(os.PathListSeparator)+os.Getenv("PYTHONPATH"),
-		"PYTHONDONTWRITEBYTECODE=1")
+	path := p.dir
+	if prev := os.Getenv("PYTHONPATH"); prev != "" {
+		path += string(os.PathListSeparator) + prev
+	}
+	// Gym's checkout first; no .pyc files left in it.
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+path, "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Dir = filepath.Dir(p.script)
 	return cmd
 }
