@@ -111,8 +111,11 @@ func (p *Peer) command(ctx context.Context) *exec.Cmd {
 	if prev := os.Getenv("PYTHONPATH"); prev != "" {
 		path += string(os.PathListSeparator) + prev
 	}
-	// Gym's checkout first; no .pyc files left in it.
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+path, "PYTHONDONTWRITEBYTECODE=1")
+	// Gym's checkout first. Its bytecode is cached beside the driver, not
+	// in the checkout, and reused by every later process, as an installed
+	// Gym's would be.
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+path,
+		"PYTHONPYCACHEPREFIX="+filepath.Join(filepath.Dir(p.script), "pycache"))
 	cmd.Dir = filepath.Dir(p.script)
 	return cmd
 }
