@@ -1,6 +1,7 @@
 // Package syncfloor measures what the disk under a directory allows: how
 // many operations of N appends, each made durable with fdatasync(2), a number
-// of concurrent writers (one file each) complete per second. Benchmarks of
+// of concurrent writers (one file each) complete per second, and how long one
+// such operation takes with lines of given sizes. Benchmarks of
 // the file store and the capture proxy run it side by side with themselves,
 // so their figures come with the floor no store on that disk can beat.
 package syncfloor
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,6 +48,45 @@ func Measure(dir string, writers, ops, syncsPerOp int) (float64, error) {
 		}
 	}
 	return float64(ops) / elapsed.Seconds(), nil
+}
+
+// Latency is the median time, over rounds, of one operation that appends a
+// line of each size in lineBytes to a file of its own and fdatasyncs it, in
+// order: the floor for a call whose store makes those appends durable one
+// after the other.
+func Latency(dir string, lineBytes []int, rounds int) (time.Duration, error) {
+	if len(lineBytes) == 0 || rounds < 1 {
+		return 0, fmt.Errorf("syncfloor: need at least one line size and one round (got %d sizes, %d rounds)", len(lineBytes), rounds)
+	}
+	files := make([]*os.File, len(lineBytes))
+	lines := make([][]byte, len(lineBytes))
+	for i, n := range lineBytes {
+		if n < 1 {
+			return 0, fmt.Errorf("syncfloor: line size %d: must be at least 1 byte", n)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, "latency-"+strconv.Itoa(i)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return 0, fmt.Errorf("syncfloor: %w", err)
+		}
+		defer f.Close()
+		files[i], lines[i] = f, make([]byte, n)
+		lines[i][n-1] = '\n'
+	}
+	took := make([]time.Duration, rounds)
+	for r := range took {
+		start := time.Now()
+		for i, f := range files {
+			if _, err := f.Write(lines[i]); err != nil {
+				return 0, fmt.Errorf("syncfloor: append to %s: %w", f.Name(), err)
+			}
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+				return 0, fmt.Errorf("syncfloor: fdatasync %s: %w", f.Name(), err)
+			}
+		}
+		took[r] = time.Since(start)
+	}
+	slices.Sort(took)
+	return took[rounds/2], nil
 }
 
 // appendLoop appends line to path and fdatasyncs it, syncsPerOp times for

@@ -1,6 +1,7 @@
 package syncfloor_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -42,4 +43,26 @@ var _ = Describe("the fdatasync floor", func() {
 		_, err := syncfloor.Measure(filepath.Join(GinkgoT().TempDir(), "missing"), 1, 1, 1)
 		Expect(err).To(MatchError(ContainSubstring("missing")))
 	})
+
+	It("times appends of the sizes asked for, each in its own file", func() {
+		dir := GinkgoT().TempDir()
+		took, err := syncfloor.Latency(dir, []int{4096, 33}, 5)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(took).To(BeNumerically(">", 0))
+		for i, want := range []int64{5 * 4096, 5 * 33} {
+			fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("latency-%d", i)))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(fi.Size()).To(Equal(want))
+		}
+	})
+
+	DescribeTable("refuses latency runs without work",
+		func(sizes []int, rounds int) {
+			_, err := syncfloor.Latency(GinkgoT().TempDir(), sizes, rounds)
+			Expect(err).To(MatchError(ContainSubstring("at least")))
+		},
+		Entry("no sizes", nil, 1),
+		Entry("no rounds", []int{1}, 0),
+		Entry("an empty line", []int{0}, 1),
+	)
 })
