@@ -50,16 +50,16 @@ var _ = Describe("group sync", func() {
 	})
 
 	It("gives a failed sync's error to exactly the writers it covered", func() {
-		release := make(chan struct{})
+		release, started := make(chan struct{}), make(chan struct{})
 		boom := errors.New("writeback failed")
-		alone := func(*os.File) error { <-release; return nil }
+		alone := func(*os.File) error { close(started); <-release; return nil }
 		group := func(*os.File) error { return boom }
 		g := store.NewGroupSync(group, alone)
 		first := make(chan error, 1)
 		go func() { first <- g.Wait(nil) }()
 		// The first writer is alone: its sync runs (and blocks) while the
 		// others gather into the next group.
-		Eventually(g.Waiting).Should(BeZero())
+		Eventually(started).Should(BeClosed())
 		const others = 15
 		results := make(chan error, others)
 		for range others {
