@@ -38,7 +38,7 @@ var (
 	// ErrNotFound is an engine answer 404 (no such image, container, network).
 	ErrNotFound = errors.New("not found")
 	// ErrUnsupportedHost is a DOCKER_HOST this client cannot use.
-	ErrUnsupportedHost = errors.New("unsupported DOCKER_HOST")
+	ErrUnsupportedHost = errors.New("unsupported Docker engine address")
 )
 
 // Client talks to one Docker engine. It holds no state besides its HTTP
@@ -180,11 +180,12 @@ func (c *Client) transportError(op string, err error) error {
 	if !errors.As(err, &op2) || op2.Op != "dial" {
 		return fmt.Errorf("docker: %s: %w", op, err)
 	}
-	hint := "start it (`sudo systemctl start docker`, or `dockerd`) or point DOCKER_HOST at a running engine"
+	hint := "start it (`sudo systemctl start docker` or `dockerd`), or point DOCKER_HOST at a running engine"
 	if errors.Is(err, syscall.EACCES) {
 		hint = "this user may not open the socket: run as root or join the docker group"
 	}
-	return fmt.Errorf("%w at %s (%s): %s: %w", ErrUnreachable, c.host, hint, op, err)
+	// The dial error alone: the URL around it names a host that is never dialled.
+	return fmt.Errorf("%w at %s: %w; %s", ErrUnreachable, c.host, op2, hint)
 }
 
 // errorMessage reads the engine's {"message": ...} error body.
