@@ -67,6 +67,10 @@ func BuildImage(ctx context.Context, binary string) (string, error) {
 		return "", err
 	}
 	defer dc.Close()
+	return buildImage(ctx, dc, binary)
+}
+
+func buildImage(ctx context.Context, dc *dockerapi.Client, binary string) (string, error) {
 	if binary == "" {
 		dir, err := os.MkdirTemp("", "capbench-image-")
 		if err != nil {
@@ -141,7 +145,7 @@ func startContainers(ctx context.Context, spec Spec) (_ Env, err error) {
 	cleanupCtx := context.WithoutCancel(ctx)
 	tag := spec.CapbenchImage
 	if tag == "" {
-		if tag, err = BuildImage(ctx, spec.Binary); err != nil {
+		if tag, err = buildImage(ctx, dc, spec.Binary); err != nil {
 			return nil, err
 		}
 		closers = append(closers, func() error { return dc.RemoveImage(cleanupCtx, tag) })
