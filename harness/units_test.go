@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,6 +295,38 @@ var _ = DescribeTable("env.DockerUsable says why no engine can be used: the addr
 	Entry("TLS to the engine", "tcp://127.0.0.1:2376", "1", "", "DOCKER_TLS_VERIFY", "not supported"),
 	Entry("an unknown scheme", "ssh://me@host", "", "", `scheme "ssh" is not supported`),
 	Entry("switched off", "", "", "0", "disabled by CAPBENCH_E2E=0"),
+)
+
+var _ = DescribeTable("env.RealVLLMAvailable says what the Docker host lacks for the real-vLLM backend",
+	func(info string, imageStatus int, want string) {
+		engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/_ping":
+				_, _ = w.Write([]byte("OK"))
+			case r.URL.Path == "/info":
+				_, _ = w.Write([]byte(info))
+			case r.URL.Path == "/images/vllm/vllm-openai:v0.29.0/json":
+				w.WriteHeader(imageStatus)
+				_, _ = w.Write([]byte(`{"message":"No such image: vllm/vllm-openai:v0.29.0"}`))
+			default:
+				w.WriteHeader(http.StatusNotFound)
+			}
+		}))
+		DeferCleanup(engine.Close)
+		GinkgoT().Setenv("CAPBENCH_GPU", "1")
+		GinkgoT().Setenv("CAPBENCH_E2E", "")
+		GinkgoT().Setenv("DOCKER_TLS_VERIFY", "")
+		GinkgoT().Setenv("DOCKER_HOST", "tcp://"+strings.TrimPrefix(engine.URL, "http://"))
+		ok, why := env.RealVLLMAvailable(context.Background(), env.DefaultVLLMImage)
+		Expect(ok).To(Equal(want == ""), why)
+		if want != "" {
+			Expect(why).To(ContainSubstring(want))
+		}
+	},
+	Entry("no NVIDIA runtime", `{"Runtimes":{"runc":{"path":"runc"}}}`, http.StatusOK, "no NVIDIA container runtime"),
+	Entry("the image is not there", `{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}`, http.StatusNotFound,
+		"image vllm/vllm-openai:v0.29.0 is not present locally"),
+	Entry("all there", `{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}`, http.StatusOK, ""),
 )
 
 var _ = Describe("environment checks", func() {
