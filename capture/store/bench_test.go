@@ -50,13 +50,8 @@ func newBenchStore(b *testing.B, opts []store.FileOption) *store.FileStore {
 	return s
 }
 
-// gymPutsPerSec64 is NeMo Gym's Python store with 64 rollouts written at
-// once, small entries, as measured on this machine kind (the lower end of
-// 1.4-1.6k puts/s; no Gym checkout is available to run it side by side).
-const gymPutsPerSec64 = 1400
-
 // BenchmarkPut puts b.N records spread over R rollouts written concurrently
-// (one goroutine per rollout).
+// (one goroutine per rollout). NeMo Gym's store beside it: BenchmarkPutVsGym.
 func BenchmarkPut(b *testing.B) {
 	for _, mode := range benchModes {
 		for _, rollouts := range []int{1, 16, 64} {
@@ -93,9 +88,6 @@ func BenchmarkPut(b *testing.B) {
 				b.ReportMetric(rate, "puts/s")
 				b.ReportMetric(floor, "floor-puts/s")
 				b.ReportMetric(rate/floor, "of-floor")
-				if rollouts == 64 {
-					b.ReportMetric(rate/gymPutsPerSec64, "x-gym")
-				}
 			})
 		}
 	}
@@ -141,24 +133,12 @@ func BenchmarkFreeze(b *testing.B) {
 
 // BenchmarkRollout200x32k puts one rollout of 200 calls whose prompts grow
 // to 32k tokens (about 22 MB of JSONL), then freezes it.
+// NeMo Gym's store beside it: BenchmarkPutVsGym/rollout=200x32k.
 func BenchmarkRollout200x32k(b *testing.B) {
-	const calls, maxPrompt, genLen = 200, 32768, 128
+	const calls = 200
 	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			entries := make([]*record.Entry, calls)
-			for i := range calls {
-				gen := make([]int, genLen)
-				for j := range gen {
-					gen[j] = 1000 + (i*genLen+j)%150000
-				}
-				e := newEntry("long", fmt.Sprintf("call-%03d", i), gen...)
-				e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
-				for j := range e.PromptTokenIDs {
-					e.PromptTokenIDs[j] = 100 + (j*7)%150000
-				}
-				e.CumLen, e.Digest = nil, nil
-				entries[i] = e
-			}
+			entries := longRolloutEntries("long", calls)
 			ctx := context.Background()
 			var putTime, freezeTime time.Duration
 			b.ResetTimer()
@@ -184,6 +164,27 @@ func BenchmarkRollout200x32k(b *testing.B) {
 			b.ReportMetric(freezeTime.Seconds()/float64(b.N), "freeze-s")
 		})
 	}
+}
+
+// longRolloutEntries is one rollout of `calls` records whose prompts grow
+// evenly to 32k tokens, 128 generated tokens each.
+func longRolloutEntries(id string, calls int) []*record.Entry {
+	const maxPrompt, genLen = 32768, 128
+	entries := make([]*record.Entry, calls)
+	for i := range calls {
+		gen := make([]int, genLen)
+		for j := range gen {
+			gen[j] = 1000 + (i*genLen+j)%150000
+		}
+		e := newEntry(id, fmt.Sprintf("call-%03d", i), gen...)
+		e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
+		for j := range e.PromptTokenIDs {
+			e.PromptTokenIDs[j] = 100 + (j*7)%150000
+		}
+		e.CumLen, e.Digest = nil, nil
+		entries[i] = e
+	}
+	return entries
 }
 
 // BenchmarkCall is one captured call as the proxy makes it: begin_call, then

@@ -1,6 +1,9 @@
 package store
 
-import "io"
+import (
+	"io"
+	"os"
+)
 
 // TrackedRollouts exposes, to this package's specs only, how many rollouts
 // the memory store holds an entry for, so a spec can prove that ids it no
@@ -51,4 +54,25 @@ func ReadLinesChunked(r io.Reader, chunk int) ([]LineRead, error) {
 		out = append(out, LineRead{Line: string(line), Start: start, Unterminated: unterminated, PrevIntact: intact})
 		prev, prevCopy = line, string(line)
 	}
+}
+
+// GroupSync is a group sync whose syncs are functions of the spec's.
+type GroupSync struct{ g *groupSync }
+
+// NewGroupSync returns a group sync that runs syncAll for a group of
+// writers and syncOne for a writer alone.
+func NewGroupSync(syncAll, syncOne func(*os.File) error) *GroupSync {
+	g := newGroupSync()
+	g.syncAll, g.syncOne = syncAll, syncOne
+	return &GroupSync{g}
+}
+
+// Wait is what an append does after its write.
+func (g *GroupSync) Wait(f *os.File) error { return g.g.wait(f) }
+
+// Waiting is how many writers the next sync will cover so far.
+func (g *GroupSync) Waiting() int {
+	g.g.mu.Lock()
+	defer g.g.mu.Unlock()
+	return g.g.next.writers
 }
