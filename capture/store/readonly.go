@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -189,11 +187,8 @@ func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, 
 }
 
 // scanEntries is one pass of readEntries. Without digests it stops at the
-// first repeated call id and reports it. A large file is read as two halves
-// at once, cut after the newline nearest its middle (as a freeze reads it):
-// the lines are the same lines, and the first half's error, the earlier
-// line's, is the one reported.
-func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) ([]*record.Entry, int, bool, error) {
+// first repeated call id and reports it.
+func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) (entries []*record.Entry, recovered int, repeated bool, err error) {
 	f, err := openRegular(s.file(id, suffixJSONL), os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return []*record.Entry{}, 0, false, nil
@@ -202,75 +197,18 @@ func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) ([]*r
 		return nil, 0, false, fmt.Errorf("store: read %s: %w", id, err)
 	}
 	defer f.Close()
-	cut, err := halfwayLine(f)
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("store: read %s: %w", id, err)
-	}
-	if cut == 0 {
-		h := scanHalf(id, f, 0, st, withDigests)
-		return h.entries, h.recovered, h.repeated, h.err
-	}
-	var second scanned
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		second = scanHalf(id, io.NewSectionReader(f, cut, math.MaxInt64-cut), cut, st, withDigests)
-	}()
-	first := scanHalf(id, io.NewSectionReader(f, 0, cut), 0, st, withDigests)
-	<-done
-	return joinHalves(id, first, second, withDigests)
-}
-
-// halfwayLine returns the offset just after the first newline at or past
-// the middle of a file large enough to read in two halves, or 0.
-func halfwayLine(f *os.File) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := fi.Size()
-	if size < parallelParseBytes || runtime.GOMAXPROCS(0) < 2 {
-		return 0, nil
-	}
-	lines := newLineReader(io.NewSectionReader(f, size/2, size-size/2))
-	lines.chunk = 64 << 10
-	_, _, unterminated, err := lines.next()
-	if errors.Is(err, io.EOF) || unterminated {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	cut := size/2 + lines.off
-	if cut >= size {
-		return 0, nil
-	}
-	return cut, nil
-}
-
-// scanned is what scanning one stretch of lines found.
-type scanned struct {
-	entries   []*record.Entry
-	digests   map[string]string // call id -> entry digest ("" without digests)
-	recovered int
-	repeated  bool
-	err       error
-}
-
-// scanHalf parses the lines r yields, whose first byte is at offset base.
-func scanHalf(id string, r io.Reader, base int64, st State, withDigests bool) scanned {
 	var parser record.LineParser
-	out := scanned{entries: []*record.Entry{}, digests: map[string]string{}}
-	lines := newLineReader(r)
+	entries = []*record.Entry{}
+	digests := map[string]string{}
+	lines := newLineReader(f)
 	for {
 		line, start, unterminated, err := lines.next()
 		if errors.Is(err, io.EOF) {
-			return out
+			return entries, recovered, false, nil
 		}
 		if err != nil {
-			return scanned{err: fmt.Errorf("store: read %s: %w", id, err)}
+			return nil, 0, false, fmt.Errorf("store: read %s: %w", id, err)
 		}
-		start += base
 		payload := bytes.TrimSpace(line)
 		if len(payload) == 0 {
 			continue
@@ -278,51 +216,28 @@ func scanHalf(id string, r io.Reader, base int64, st State, withDigests bool) sc
 		e, err := parser.Parse(payload)
 		if err != nil {
 			if unterminated && !json.Valid(payload) {
-				return out
+				return entries, recovered, false, nil
 			}
-			return scanned{err: fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)}
+			return nil, 0, false, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
 		}
 		digest := ""
 		if withDigests {
 			digest = record.EntryDigest(payload)
 		}
-		if prev, ok := out.digests[e.ModelCallID]; ok {
+		if prev, ok := digests[e.ModelCallID]; ok {
 			if !withDigests {
-				return scanned{repeated: true}
+				return nil, 0, true, nil
 			}
 			if prev != digest {
-				return scanned{err: &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}}
+				return nil, 0, false, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
 			}
 		}
-		out.entries = append(out.entries, e)
-		out.digests[e.ModelCallID] = digest
+		entries = append(entries, e)
+		digests[e.ModelCallID] = digest
 		if start >= st.IndexedSize {
-			out.recovered++
+			recovered++
 		}
 	}
-}
-
-// joinHalves is the result of one pass over both halves: a call id in both
-// is a repeat (or, with digests, a conflict when its payloads differ).
-func joinHalves(id string, first, second scanned, withDigests bool) ([]*record.Entry, int, bool, error) {
-	for _, h := range []scanned{first, second} {
-		if h.err != nil || h.repeated {
-			return nil, 0, h.repeated, h.err
-		}
-	}
-	for _, e := range second.entries {
-		prev, ok := first.digests[e.ModelCallID]
-		if !ok {
-			continue
-		}
-		if !withDigests {
-			return nil, 0, true, nil
-		}
-		if prev != second.digests[e.ModelCallID] {
-			return nil, 0, false, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
-		}
-	}
-	return append(first.entries, second.entries...), first.recovered + second.recovered, false, nil
 }
 
 // openIntents counts intents with neither an entry nor a cancel line.

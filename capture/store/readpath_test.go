@@ -325,7 +325,7 @@ var _ = Describe("read-only look at a large file", func() {
 		return line
 	}
 
-	DescribeTable("reads what a freeze reads, in two halves",
+	DescribeTable("reads what a freeze reads",
 		func(edit func() ([][]byte, string), check func(snap *store.Snapshot, err error, frozen *store.Snapshot, freezeErr error)) {
 			ls, extra := edit()
 			writeLines(dir, "big", ls, extra)
@@ -333,7 +333,7 @@ var _ = Describe("read-only look at a large file", func() {
 			for _, l := range ls {
 				size += len(l) + 1
 			}
-			Expect(size).To(BeNumerically(">", 4<<20), "the file is large enough to be read in halves")
+			Expect(size).To(BeNumerically(">", 4<<20), "the file is as large as a freeze reads in two halves")
 			snap, err := look()
 			fs, ferr := store.NewFileStore(GinkgoT().TempDir())
 			Expect(ferr).NotTo(HaveOccurred())
