@@ -41,7 +41,6 @@ func Preflight(ctx context.Context, opts Options) error {
 			}
 		}
 	case env.Container:
-		env.ContainerDefaults()
 		if ok, why := env.DockerUsable(ctx); !ok {
 			return fmt.Errorf("%w: the container backend needs a Docker engine: %s", ErrEnvironment, why)
 		}

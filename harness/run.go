@@ -232,7 +232,6 @@ func (s *Session) build(ctx context.Context, b env.Backend) error {
 		}
 	}
 	if b == env.Container && s.image == "" {
-		env.ContainerDefaults()
 		if ok, why := env.DockerUsable(ctx); !ok {
 			return fmt.Errorf("%w: no container engine: %s", env.ErrUnavailable, why)
 		}

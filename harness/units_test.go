@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,9 +260,9 @@ var _ = Describe("the external backend", Label("fake"), func() {
 	})
 })
 
-var _ = DescribeTable("env.ContainerDefaults fills only what is unset, and the host override only for a local engine",
-	func(dockerHost, presetOverride, wantOverride string) {
-		for _, k := range []string{"DOCKER_HOST", "TESTCONTAINERS_HOST_OVERRIDE", "TESTCONTAINERS_RYUK_DISABLED"} {
+var _ = DescribeTable("env.DockerUsable says why no engine can be used: the address and what to do",
+	func(dockerHost, tlsVerify, e2e string, wants ...string) {
+		for _, k := range []string{"DOCKER_HOST", "DOCKER_TLS_VERIFY", "CAPBENCH_E2E"} {
 			old, had := os.LookupEnv(k)
 			DeferCleanup(func() {
 				if had {
@@ -271,35 +273,63 @@ var _ = DescribeTable("env.ContainerDefaults fills only what is unset, and the h
 			})
 			Expect(os.Unsetenv(k)).To(Succeed())
 		}
-		if dockerHost != "" {
-			Expect(os.Setenv("DOCKER_HOST", dockerHost)).To(Succeed())
+		dir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(dir, "not-a-socket"), nil, 0o644)).To(Succeed())
+		dockerHost = strings.ReplaceAll(dockerHost, "DIR", dir)
+		for k, v := range map[string]string{"DOCKER_HOST": dockerHost, "DOCKER_TLS_VERIFY": tlsVerify, "CAPBENCH_E2E": e2e} {
+			if v != "" {
+				Expect(os.Setenv(k, v)).To(Succeed())
+			}
 		}
-		if presetOverride != "" {
-			Expect(os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", presetOverride)).To(Succeed())
+		ok, why := env.DockerUsable(context.Background())
+		Expect(ok).To(BeFalse())
+		for _, w := range wants {
+			Expect(why).To(ContainSubstring(strings.ReplaceAll(w, "DIR", dir)))
 		}
-		env.ContainerDefaults()
-		Expect(os.Getenv("TESTCONTAINERS_HOST_OVERRIDE")).To(Equal(wantOverride))
-		Expect(os.Getenv("TESTCONTAINERS_RYUK_DISABLED")).To(Equal("true"))
 	},
-	Entry("default socket", "", "", "127.0.0.1"),
-	Entry("explicit unix socket", "unix:///var/run/docker.sock", "", "127.0.0.1"),
-	Entry("remote engine", "tcp://build-host.example:2376", "", ""),
-	Entry("a user's own override wins", "", "docker.internal", "docker.internal"),
+	Entry("no socket at that path", "unix://DIR/docker.sock", "", "",
+		"docker engine not reachable at unix://DIR/docker.sock", "start it", "no such file"),
+	Entry("a path nobody listens on", "unix://DIR/not-a-socket", "", "",
+		"docker engine not reachable at unix://DIR/not-a-socket", "start it", "connection refused"),
+	Entry("a remote engine", "tcp://build-host.example:2376", "", "", "not on this machine", "tcp://127.0.0.1:PORT"),
+	Entry("TLS to the engine", "tcp://127.0.0.1:2376", "1", "", "DOCKER_TLS_VERIFY", "not supported"),
+	Entry("an unknown scheme", "ssh://me@host", "", "", `scheme "ssh" is not supported`),
+	Entry("switched off", "", "", "0", "disabled by CAPBENCH_E2E=0"),
+)
+
+var _ = DescribeTable("env.RealVLLMAvailable says what the Docker host lacks for the real-vLLM backend",
+	func(info string, imageStatus int, want string) {
+		engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/_ping":
+				_, _ = w.Write([]byte("OK"))
+			case r.URL.Path == "/info":
+				_, _ = w.Write([]byte(info))
+			case r.URL.Path == "/images/vllm/vllm-openai:v0.29.0/json":
+				w.WriteHeader(imageStatus)
+				_, _ = w.Write([]byte(`{"message":"No such image: vllm/vllm-openai:v0.29.0"}`))
+			default:
+				w.WriteHeader(http.StatusNotFound)
+			}
+		}))
+		DeferCleanup(engine.Close)
+		GinkgoT().Setenv("CAPBENCH_GPU", "1")
+		GinkgoT().Setenv("CAPBENCH_E2E", "")
+		GinkgoT().Setenv("DOCKER_TLS_VERIFY", "")
+		GinkgoT().Setenv("DOCKER_HOST", "tcp://"+strings.TrimPrefix(engine.URL, "http://"))
+		ok, why := env.RealVLLMAvailable(context.Background(), env.DefaultVLLMImage)
+		Expect(ok).To(Equal(want == ""), why)
+		if want != "" {
+			Expect(why).To(ContainSubstring(want))
+		}
+	},
+	Entry("no NVIDIA runtime", `{"Runtimes":{"runc":{"path":"runc"}}}`, http.StatusOK, "no NVIDIA container runtime"),
+	Entry("the image is not there", `{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}`, http.StatusNotFound,
+		"image vllm/vllm-openai:v0.29.0 is not present locally"),
+	Entry("all there", `{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}`, http.StatusOK, ""),
 )
 
 var _ = Describe("environment checks", func() {
-	DescribeTable("says the Docker daemon is not running when that is the cause",
-		func(engineErr string, daemonDown bool) {
-			why := env.DockerReason(engineErr)
-			Expect(strings.HasPrefix(why, "the Docker daemon is not running")).To(Equal(daemonDown), why)
-			Expect(why).To(HaveSuffix(engineErr))
-		},
-		Entry("the CLI's and the SDK's words", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", true),
-		Entry("no socket at all (testcontainers)", "rootless Docker not found", true),
-		Entry("a socket nobody listens on", "dial unix /var/run/docker.sock: connect: connection refused", true),
-		Entry("another cause passes unchanged", "permission denied while trying to connect", false),
-	)
-
 	DescribeTable("rejects base URLs capbench cannot use, naming the flag",
 		func(raw, want string) {
 			err := harness.ValidateURL("--vllm-url", raw)

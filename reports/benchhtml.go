@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/capbench/capbench/bench"
 )
@@ -33,14 +34,15 @@ type chart struct {
 	Time bool `json:"time,omitempty"`
 }
 
-// quantilesAt are the X positions of the latency CDF charts (percentiles).
-var quantilesAt = func() []float64 {
-	var q []float64
+// quantilesAt returns the X positions of the latency CDF charts
+// (percentiles), a fresh slice for each chart.
+func quantilesAt() []float64 {
+	q := make([]float64, 0, 103)
 	for p := 0.0; p < 99; p += 1 {
 		q = append(q, p)
 	}
 	return append(q, 99, 99.5, 99.9, 100)
-}()
+}
 
 func quantile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
@@ -65,15 +67,16 @@ func cdfChart(r *bench.Result, id, title string, get func(*bench.Sample) (float6
 	if len(byPath) == 0 {
 		return nil
 	}
-	c := &chart{ID: id, Title: title, XLabel: "percentile", YLabel: "ms", Data: [][]float64{quantilesAt}}
+	qs := quantilesAt()
+	c := &chart{ID: id, Title: title, XLabel: "percentile", YLabel: "ms", Data: [][]float64{qs}}
 	for _, p := range []bench.Path{bench.PathDirect, bench.PathProxy, bench.PathTarget} {
 		vs, ok := byPath[p]
 		if !ok {
 			continue
 		}
 		slices.Sort(vs)
-		col := make([]float64, len(quantilesAt))
-		for i, q := range quantilesAt {
+		col := make([]float64, len(qs))
+		for i, q := range qs {
 			col[i] = quantile(vs, q)
 		}
 		c.Series = append(c.Series, string(p))
@@ -230,7 +233,13 @@ func benchCharts(r *bench.Result) []*chart {
 	return out
 }
 
-var benchPage = template.Must(template.New("bench").Parse(`<!DOCTYPE html>
+// benchPage is parsed at first use, not at package init: every capbench
+// command links this package, and most never render HTML.
+var benchPage = sync.OnceValues(func() (*template.Template, error) {
+	return template.New("bench").Parse(benchPageText)
+})
+
+const benchPageText = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>capbench bench report</title>
 <style>{{.CSS}}
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
@@ -263,7 +272,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 })();
 </script>
 </body></html>
-`))
+`
 
 // BenchHTML writes a self-contained HTML report (uPlot embedded; no
 // network needed to open it).
@@ -285,7 +294,11 @@ func BenchHTML(w io.Writer, r *bench.Result) error {
 	if r.Config.SLO.Any() {
 		slo = r.Config.SLO.String()
 	}
-	return benchPage.Execute(w, map[string]any{
+	page, err := benchPage()
+	if err != nil {
+		return fmt.Errorf("bench report template: %w", err)
+	}
+	return page.Execute(w, map[string]any{
 		"Result": r, "Config": r.Config, "SLO": slo, "Header": benchHeader, "Rows": rows, "Notes": benchNotes(r),
 		"Sessions": sessions, "Charts": charts,
 		// The library, its CSS and the chart data are trusted: our own

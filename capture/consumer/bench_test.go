@@ -2,11 +2,15 @@ package consumer_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -15,6 +19,7 @@ import (
 	"github.com/capbench/capbench/capture/consumer"
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/gympeer"
 )
 
 // writeChainRollout writes one rollout of `calls` chained calls straight to
@@ -180,7 +185,8 @@ func BenchmarkBuild200x32k(b *testing.B) {
 //
 // With CAPBENCH_COLD_FIXTURE_DIR set it only writes that rollout into the
 // named directory and returns, so a whole-process measurement of
-// `capbench verdict` can copy it fresh before every run.
+// `capbench verdict` can copy it fresh before every run. With
+// CAPBENCH_GYM_DIR, NeMo Gym's consumer runs beside it (coldLoop).
 func BenchmarkConsumeCold200x32k(b *testing.B) {
 	if dir := os.Getenv("CAPBENCH_COLD_FIXTURE_DIR"); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -192,7 +198,7 @@ func BenchmarkConsumeCold200x32k(b *testing.B) {
 	in := consumer.Input{Model: "pol", Response: map[string]any{"id": fmt.Sprintf("chatcmpl-%032x", 200),
 		"output": []any{map[string]any{"type": "message", "role": "assistant", "content": "turn 199"}}}}
 	ctx := context.Background()
-	coldLoop(b, func(fs *store.FileStore) {
+	coldLoop(b, false, func(fs *store.FileStore) {
 		r, err := consumer.Consume(ctx, fs, "big-0", in, consumer.DefaultOptions())
 		if err != nil || r.MaskSample || r.Metrics.TerminalAttribution.Chain != consumer.ChainDelivered {
 			b.Fatalf("unexpected verdict: %+v %v", r, err)
@@ -202,10 +208,13 @@ func BenchmarkConsumeCold200x32k(b *testing.B) {
 
 // BenchmarkJudgeCold200x32k is what `capbench verdict --capture-dir` pays
 // on a fresh capture of that rollout: a read-only look (no freeze) through
-// store.OpenReadOnly, build and verdict, via JudgeDir.
+// store.OpenReadOnly, build and verdict, via JudgeDir. It also times the
+// whole `capbench verdict --capture-dir` process (proc-ms), and with
+// CAPBENCH_GYM_DIR NeMo Gym's consumer in-process and as a process beside
+// both (coldLoop).
 func BenchmarkJudgeCold200x32k(b *testing.B) {
 	ctx := context.Background()
-	coldLoop(b, func(fs *store.FileStore) {
+	coldLoop(b, true, func(fs *store.FileStore) {
 		ro, err := store.OpenReadOnly(fs.Dir())
 		if err != nil {
 			b.Fatal(err)
@@ -251,14 +260,21 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// gymColdSeconds is NeMo Gym's trajectories_for_rollout on this rollout
-// (cold first freeze, build, verdict), 0.31-0.33 s as measured on this
-// machine kind; no Gym checkout is available to run it side by side.
-const gymColdSeconds = 0.32
-
 // coldLoop times run on a store opened over a fresh copy of the never-frozen
 // 200x32k rollout each iteration; the copy is not timed.
-func coldLoop(b *testing.B, run func(fs *store.FileStore)) {
+//
+// With a NeMo Gym checkout in CAPBENCH_GYM_DIR (docs/gym-peer.md) every
+// round also runs Gym's trajectories_for_rollout (freeze, build, verdict) on
+// its own fresh copy inside a warm Python session, ours and Gym's in
+// alternating order, and reports gym-ms and x-gym: the median per-round
+// ratio of Gym's in-Python time to ours in-process. With wholeProcess, each
+// round also runs `capbench verdict --capture-dir DIR` as a process
+// (proc-ms) and, with Gym, a fresh python3 that imports Gym and consumes the
+// rollout (gym-proc-ms; x-gym-proc is the per-round median ratio of the two
+// process wall times). Afterwards each side consumes the directory the
+// other one left, and the benchmark fails unless both keep the rollout
+// with the same figures.
+func coldLoop(b *testing.B, wholeProcess bool, run func(fs *store.FileStore)) {
 	src := b.TempDir()
 	writeChainRollout(b, src, "big-0", 200, 160, 64, rand.New(rand.NewPCG(1, 2)))
 	data, err := os.ReadFile(filepath.Join(src, "big-0.tokens.jsonl"))
@@ -266,35 +282,243 @@ func coldLoop(b *testing.B, run func(fs *store.FileStore)) {
 		b.Fatal(err)
 	}
 	root := b.TempDir()
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	i := 0
-	var cpu time.Duration
-	defer func() {
-		n := float64(max(i, 1))
-		b.ReportMetric(float64(cpu.Microseconds())/1e3/n, "cpu-ms/op")
-		b.ReportMetric(gymColdSeconds/(b.Elapsed().Seconds()/n), "x-gym")
-	}()
-	for b.Loop() {
-		b.StopTimer()
-		dir := filepath.Join(root, strconv.Itoa(i))
-		i++
+	fresh := func(name string) string {
+		dir := filepath.Join(root, name)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "big-0.tokens.jsonl"), data, 0o600); err != nil {
 			b.Fatal(err)
 		}
+		return dir
+	}
+	gym := startGym(b)
+	var bin string
+	if wholeProcess {
+		bin = capbenchBinary(b)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	i := 0
+	var cpu time.Duration
+	var inProc, procs gympeer.Paired
+	var oursProc []float64
+	var oursDir, gymDir string
+	var gymLast gympeer.Reply
+	defer func() {
+		n := float64(max(i, 1))
+		b.ReportMetric(float64(cpu.Microseconds())/1e3/n, "cpu-ms/op")
+		if len(oursProc) > 0 {
+			b.ReportMetric(medianOf(oursProc)*1e3, "proc-ms")
+		}
+		if gym != nil && inProc.Rounds() > 0 {
+			b.ReportMetric(inProc.Gym(), "gym-ms")
+			b.ReportMetric(inProc.Ratio(), "x-gym")
+		}
+		if gym != nil && procs.Rounds() > 0 {
+			b.ReportMetric(procs.Gym(), "gym-proc-ms")
+			b.ReportMetric(procs.Ratio(), "x-gym-proc")
+		}
+	}()
+	for b.Loop() {
+		b.StopTimer()
+		round := i
+		i++
+		if oursDir != "" {
+			_ = os.RemoveAll(oursDir)
+		}
+		oursDir = fresh("ours-" + strconv.Itoa(round))
+		var gymTime time.Duration
+		gymRound := func() {
+			if gym == nil {
+				return
+			}
+			if gymDir != "" {
+				_ = os.RemoveAll(gymDir)
+			}
+			gymDir = fresh("gym-" + strconv.Itoa(round))
+			gymLast = gym.consume(b, gymDir)
+			gymTime = time.Duration(gymLast.Secs() * float64(time.Second))
+		}
+		if !gympeer.OursFirst(round) {
+			gymRound()
+		}
 		b.StartTimer()
-		before := processCPU()
-		fs, err := store.NewFileStore(dir)
+		start, before := time.Now(), processCPU()
+		fs, err := store.NewFileStore(oursDir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(fs)
+		ours := time.Since(start)
 		cpu += processCPU() - before
 		b.StopTimer()
-		_ = os.RemoveAll(dir)
+		if gympeer.OursFirst(round) {
+			gymRound()
+		}
+		if gym != nil {
+			inProc.Add(ours, gymTime)
+		}
+		if wholeProcess {
+			o, g := processRound(b, bin, gym, fresh, round)
+			oursProc = append(oursProc, o.Seconds())
+			if gym != nil {
+				procs.Add(o, g)
+			}
+		}
 		b.StartTimer()
 	}
+	b.StopTimer()
+	if gym != nil {
+		crossCheck(b, gym, oursDir, gymDir, gymLast)
+	}
+	b.StartTimer()
+}
+
+// processRound runs `capbench verdict` and, with Gym, Gym's consumer in a
+// fresh python3, each on its own fresh copy, in alternating order.
+func processRound(b *testing.B, bin string, gym *gymSession, fresh func(string) string, round int) (ours, theirs time.Duration) {
+	oursRun := func() {
+		dir := fresh("proc-ours-" + strconv.Itoa(round))
+		defer os.RemoveAll(dir)
+		ours = verdictProcess(b, bin, dir)
+	}
+	gymRun := func() {
+		if gym == nil {
+			return
+		}
+		dir := fresh("proc-gym-" + strconv.Itoa(round))
+		defer os.RemoveAll(dir)
+		p, err := gym.peer.Once(context.Background(), gymConsume(dir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		checkGymVerdict(b, p.Reply)
+		theirs = p.Wall
+	}
+	if gympeer.OursFirst(round) {
+		oursRun()
+		gymRun()
+	} else {
+		gymRun()
+		oursRun()
+	}
+	return ours, theirs
+}
+
+// verdictProcess is the wall time of `capbench verdict --capture-dir DIR
+// --json`, which must keep the rollout.
+func verdictProcess(b *testing.B, bin, dir string) time.Duration {
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "verdict", "--capture-dir", dir, "--json")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	var v consumer.Verdict
+	if err != nil || json.Unmarshal(out.Bytes(), &v) != nil || v.MaskSample || v.Metrics == nil || v.Metrics.NCalls != 200 {
+		b.Fatalf("capbench verdict: %v: %s", err, out.Bytes())
+	}
+	return wall
+}
+
+// capbenchBinary is CAPBENCH_BIN, or capbench built once for this benchmark.
+func capbenchBinary(b *testing.B) string {
+	if bin := os.Getenv("CAPBENCH_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(b.TempDir(), "capbench")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/capbench/capbench/cmd/capbench").CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build capbench (or set CAPBENCH_BIN): %v: %s", err, out)
+	}
+	return bin
+}
+
+// gymSession is NeMo Gym's consumer in a warm Python session.
+type gymSession struct {
+	peer *gympeer.Peer
+	s    *gympeer.Session
+}
+
+// startGym starts the Gym peer, or says it was not run (nil).
+func startGym(b *testing.B) *gymSession {
+	ctx := context.Background()
+	peer, err := gympeer.FromEnv(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if peer == nil {
+		b.Log(gympeer.NotConfigured)
+		return nil
+	}
+	if err := peer.Reads(record.SchemaVersion); err != nil {
+		b.Fatal(err)
+	}
+	s, err := peer.Start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	return &gymSession{peer: peer, s: s}
+}
+
+func gymConsume(dir string) gympeer.Request {
+	return gympeer.Request{Op: gympeer.OpConsume, Dir: dir, RolloutID: "big-0", Model: "pol"}
+}
+
+func (g *gymSession) consume(b *testing.B, dir string) gympeer.Reply {
+	rep, err := g.s.Do(gymConsume(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	checkGymVerdict(b, rep)
+	return rep
+}
+
+// checkGymVerdict fails unless Gym kept the whole rollout: a Gym that could
+// not read the records masks it fast, which would be no measurement.
+func checkGymVerdict(b *testing.B, rep gympeer.Reply) {
+	if rep.MaskSample || rep.NCalls != 200 || rep.Chains != 1 || rep.BuildError != "" {
+		b.Fatalf("Gym's consumer did not keep the rollout: mask_sample %v, %d calls, %d chains, error %q",
+			rep.MaskSample, rep.NCalls, rep.Chains, rep.BuildError)
+	}
+}
+
+// crossCheck has each side consume what the other left: Gym the directory
+// ours consumed (or judged), ours the one Gym froze. Both must keep the
+// rollout with Gym's figures.
+func crossCheck(b *testing.B, gym *gymSession, oursDir, gymDir string, gymRep gympeer.Reply) {
+	rep := gym.consume(b, oursDir)
+	fs, err := store.NewFileStore(gymDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := consumer.Consume(context.Background(), fs, "big-0", consumer.Input{Model: "pol"}, consumer.DefaultOptions())
+	if err != nil || r.MaskSample {
+		b.Fatalf("ours on the directory Gym froze: %+v %v", r, err)
+	}
+	m := r.Metrics
+	for _, g := range []gympeer.Reply{rep, gymRep} {
+		if m.NCalls != g.NCalls || m.Chains != g.Chains || m.GeneratedTokensDelivered != g.GeneratedTokensDelivered {
+			b.Fatalf("verdicts differ: ours %d calls, %d chains, %d tokens delivered; Gym's %d, %d, %d",
+				m.NCalls, m.Chains, m.GeneratedTokensDelivered, g.NCalls, g.Chains, g.GeneratedTokensDelivered)
+		}
+	}
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -24,11 +24,14 @@ import (
 // With a writer set, the buffer is written out whenever it passes
 // flushBytes, so a large line never sits whole in memory.
 type jsonEncoder struct {
-	w     io.Writer
-	buf   []byte
-	err   error
-	ints  map[*int]*intText
-	fallb bytes.Buffer
+	// pythonFloats writes floats as Python's json.dumps does (1.0,
+	// -3.2e-05) instead of as encoding/json does.
+	pythonFloats bool
+	w            io.Writer
+	buf          []byte
+	err          error
+	ints         map[*int]*intText
+	fallb        bytes.Buffer
 }
 
 // intText is the comma-separated text of the longest prefix of one backing
@@ -180,8 +183,13 @@ func (e *jsonEncoder) intArray(ids []int) {
 	e.buf = append(e.buf, ']')
 }
 
-// float formats as encoding/json does for float64.
+// float formats as encoding/json does for float64, or as Python does.
 func (e *jsonEncoder) float(f float64) error {
+	if e.pythonFloats {
+		var err error
+		e.buf, err = appendPyFloat(e.buf, f)
+		return err
+	}
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
 	}

@@ -116,13 +116,12 @@ func syncDir(dir string) error {
 // Python's json.dumps writes them (1.0, -3.2e-05), so a record written here
 // reads like one Gym wrote.
 func EncodeRollout(rec Rollout) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(pythonFloats(rec)); err != nil {
+	e := newJSONEncoder(nil)
+	e.pythonFloats = true
+	if err := e.object(rec); err != nil {
 		return nil, fmt.Errorf("rollouts writer: encode: %w", err)
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return e.buf, nil
 }
 
 // Append writes rec as one line and fsyncs the file.
@@ -180,64 +179,9 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// pyFloat and pyFloats encode floats in Python's repr form.
-type (
-	pyFloat  float64
-	pyFloats []float64
-)
-
-func (f pyFloat) MarshalJSON() ([]byte, error) {
-	return appendPyFloat(nil, float64(f))
-}
-
-func (fs pyFloats) MarshalJSON() ([]byte, error) {
-	out := make([]byte, 0, 2+len(fs)*20)
-	out = append(out, '[')
-	for i, f := range fs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		var err error
-		if out, err = appendPyFloat(out, f); err != nil {
-			return nil, err
-		}
-	}
-	return append(out, ']'), nil
-}
-
 func appendPyFloat(dst []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, fmt.Errorf("rollouts writer: unsupported float %v", f)
 	}
 	return append(dst, PyFloat(f)...), nil
-}
-
-// pythonFloats returns v with every float64 (and []float64) wrapped so it
-// encodes as Python does; maps and slices are copied, never modified.
-func pythonFloats(v any) any {
-	switch t := v.(type) {
-	case float64:
-		return pyFloat(t)
-	case []float64:
-		return pyFloats(t)
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = pythonFloats(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = pythonFloats(x)
-		}
-		return out
-	case []map[string]any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = pythonFloats(x)
-		}
-		return out
-	}
-	return v
 }

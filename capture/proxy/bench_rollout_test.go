@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/syncfloor"
 )
 
 // postTimed posts body and returns the decoded reply and the call's wall time.
@@ -45,7 +48,8 @@ func postTimed(b *testing.B, client *http.Client, url string, body []byte) (map[
 // proxy's added time per call over the last ten calls as a ratio to the
 // direct call (added/direct), and the same ratio over calls 11-20, so that
 // a per-call cost that grows with the number of earlier calls shows as a
-// rising ratio.
+// rising ratio. With the file store it also reports the disk's own time for
+// the last call's two durable appends, as a ratio to the direct call.
 func BenchmarkLongRollout(b *testing.B) {
 	for _, kind := range []string{"memory", "file"} {
 		b.Run(kind, func(b *testing.B) { benchLongRollout(b, kind) })
@@ -65,11 +69,12 @@ func benchLongRollout(b *testing.B, kind string) {
 	client := benchClient()
 	turn := strings.TrimSpace(strings.Repeat("check the build log and report what failed there ", 15)) // ~160 tokens
 	const calls = 200
-	var lateRatio, earlyRatio, lateDirect, lastPrompt []float64
+	var lateRatio, earlyRatio, lateDirect, lastPrompt, floorRatio []float64
 	for it := 0; it < b.N; it++ {
 		var st proxy.Store = store.NewMemoryStore()
+		dir := b.TempDir()
 		if kind == "file" {
-			fs, err := store.NewFileStore(b.TempDir())
+			fs, err := store.NewFileStore(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -115,11 +120,42 @@ func benchLongRollout(b *testing.B, kind string) {
 		earlyRatio = append(earlyRatio, median(added[10:20])/median(direct[10:20]))
 		lateDirect = append(lateDirect, median(direct[calls-10:]))
 		lastPrompt = append(lastPrompt, promptTokens)
+		if kind == "file" {
+			floorRatio = append(floorRatio, durableFloor(b, dir, fmt.Sprintf("long-%d", it))/median(direct[calls-10:]))
+		}
+	}
+	if kind == "file" {
+		// What the disk alone takes for the two durable appends of the
+		// last call (its intent and its record line), as a ratio to the
+		// direct call: the part of added/direct no store can avoid here.
+		b.ReportMetric(median(floorRatio), "fsync-floor/direct@200")
 	}
 	b.ReportMetric(median(lateRatio), "added/direct@200")
 	b.ReportMetric(median(earlyRatio), "added/direct@20")
 	b.ReportMetric(median(lateDirect), "direct-µs@200")
 	b.ReportMetric(median(lastPrompt), "prompt-tokens@200")
+}
+
+// durableFloor is the median µs, on the disk under dir, of appending and
+// fdatasyncing a line as long as the rollout's last record line and then
+// an intent line, each to its own file.
+func durableFloor(b *testing.B, dir, rollout string) float64 {
+	b.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, rollout+".tokens.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	last := len(data) - bytes.LastIndexByte(data, '\n')
+	floorDir := filepath.Join(dir, "floor")
+	if err := os.Mkdir(floorDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	took, err := syncfloor.Latency(floorDir, []int{33, last}, 21)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(took) / 1e3
 }
 
 func median(xs []float64) float64 {

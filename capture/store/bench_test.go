@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -12,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/syncfloor"
 )
 
 var benchModes = []struct {
@@ -50,13 +48,8 @@ func newBenchStore(b *testing.B, opts []store.FileOption) *store.FileStore {
 	return s
 }
 
-// gymPutsPerSec64 is NeMo Gym's Python store with 64 rollouts written at
-// once, small entries, as measured on this machine kind (the lower end of
-// 1.4-1.6k puts/s; no Gym checkout is available to run it side by side).
-const gymPutsPerSec64 = 1400
-
 // BenchmarkPut puts b.N records spread over R rollouts written concurrently
-// (one goroutine per rollout).
+// (one goroutine per rollout). NeMo Gym's store beside it: BenchmarkPutVsGym.
 func BenchmarkPut(b *testing.B) {
 	for _, mode := range benchModes {
 		for _, rollouts := range []int{1, 16, 64} {
@@ -87,15 +80,15 @@ func BenchmarkPut(b *testing.B) {
 				wg.Wait()
 				rate := float64(b.N) / time.Since(start).Seconds()
 				b.StopTimer()
-				// The peer in the same run: one bare write+fdatasync per
-				// put on as many open files (half of syncFloor's pair).
-				floor := 2 * syncFloor(b, rollouts, max(b.N/2, rollouts))
-				b.ReportMetric(rate, "puts/s")
-				b.ReportMetric(floor, "floor-puts/s")
-				b.ReportMetric(rate/floor, "of-floor")
-				if rollouts == 64 {
-					b.ReportMetric(rate/gymPutsPerSec64, "x-gym")
+				// The peer in the same run: one bare append + fdatasync per
+				// put on as many files, as a per-file sync does.
+				perFile, err := syncfloor.Measure(b.TempDir(), rollouts, max(b.N, rollouts), 1)
+				if err != nil {
+					b.Fatal(err)
 				}
+				b.ReportMetric(rate, "puts/s")
+				b.ReportMetric(perFile, "fdatasync-puts/s")
+				b.ReportMetric(rate/perFile, "x-fdatasync")
 			})
 		}
 	}
@@ -141,24 +134,12 @@ func BenchmarkFreeze(b *testing.B) {
 
 // BenchmarkRollout200x32k puts one rollout of 200 calls whose prompts grow
 // to 32k tokens (about 22 MB of JSONL), then freezes it.
+// NeMo Gym's store beside it: BenchmarkPutVsGym/rollout=200x32k.
 func BenchmarkRollout200x32k(b *testing.B) {
-	const calls, maxPrompt, genLen = 200, 32768, 128
+	const calls = 200
 	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			entries := make([]*record.Entry, calls)
-			for i := range calls {
-				gen := make([]int, genLen)
-				for j := range gen {
-					gen[j] = 1000 + (i*genLen+j)%150000
-				}
-				e := newEntry("long", fmt.Sprintf("call-%03d", i), gen...)
-				e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
-				for j := range e.PromptTokenIDs {
-					e.PromptTokenIDs[j] = 100 + (j*7)%150000
-				}
-				e.CumLen, e.Digest = nil, nil
-				entries[i] = e
-			}
+			entries := longRolloutEntries("long", calls)
 			ctx := context.Background()
 			var putTime, freezeTime time.Duration
 			b.ResetTimer()
@@ -186,11 +167,33 @@ func BenchmarkRollout200x32k(b *testing.B) {
 	}
 }
 
+// longRolloutEntries is one rollout of `calls` records whose prompts grow
+// evenly to 32k tokens, 128 generated tokens each.
+func longRolloutEntries(id string, calls int) []*record.Entry {
+	const maxPrompt, genLen = 32768, 128
+	entries := make([]*record.Entry, calls)
+	for i := range calls {
+		gen := make([]int, genLen)
+		for j := range gen {
+			gen[j] = 1000 + (i*genLen+j)%150000
+		}
+		e := newEntry(id, fmt.Sprintf("call-%03d", i), gen...)
+		e.PromptTokenIDs = make([]int, maxPrompt*(i+1)/calls)
+		for j := range e.PromptTokenIDs {
+			e.PromptTokenIDs[j] = 100 + (j*7)%150000
+		}
+		e.CumLen, e.Digest = nil, nil
+		entries[i] = e
+	}
+	return entries
+}
+
 // BenchmarkCall is one captured call as the proxy makes it: begin_call, then
 // put (two durable appends), with R rollouts written at once and K calls per
 // rollout before the writer moves to a new rollout (so K=1 creates the
-// rollout's files on every call). The peer, measured in the same run, is the
-// floor: two bare write+fdatasync appends per call to R already-open files.
+// rollout's files on every call). The peer, measured in the same run: two
+// bare append+fdatasync per call to R already-open files, the per-file sync
+// NeMo Gym's store does (the default group sync can beat it).
 func BenchmarkCall(b *testing.B) {
 	for _, rollouts := range []int{1, 16, 64} {
 		for _, perRollout := range []int{1, 50} {
@@ -198,7 +201,10 @@ func BenchmarkCall(b *testing.B) {
 				s := newBenchStore(b, nil)
 				ctx := context.Background()
 				n := max(b.N, rollouts)
-				floor := syncFloor(b, rollouts, n)
+				perFile, err := syncfloor.Measure(b.TempDir(), rollouts, n, 2)
+				if err != nil {
+					b.Fatal(err)
+				}
 				b.ResetTimer()
 				start := time.Now()
 				var next atomic.Int64
@@ -226,45 +232,11 @@ func BenchmarkCall(b *testing.B) {
 				wg.Wait()
 				rate := float64(n) / time.Since(start).Seconds()
 				b.ReportMetric(rate, "calls/s")
-				b.ReportMetric(floor, "floor-calls/s")
-				b.ReportMetric(rate/floor, "of-floor")
+				b.ReportMetric(perFile, "fdatasync-calls/s")
+				b.ReportMetric(rate/perFile, "x-fdatasync")
 			})
 		}
 	}
-}
-
-// syncFloor is the calls/s of two bare 2 KB write+fdatasync appends per call
-// on c open files at once.
-func syncFloor(b *testing.B, c, n int) float64 {
-	dir := b.TempDir()
-	line := make([]byte, 2048)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range c {
-		wg.Go(func() {
-			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(w)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer f.Close()
-			for next.Add(1) <= int64(n) {
-				for range 2 {
-					if _, err := f.Write(line); err != nil {
-						b.Error(err)
-						return
-					}
-					if err := unix.Fdatasync(int(f.Fd())); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
 }
 
 // BenchmarkResolveRead200x32k is the read a request-time parent resolution

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"io"
+	"os"
+)
+
 // TrackedRollouts exposes, to this package's specs only, how many rollouts
 // the memory store holds an entry for, so a spec can prove that ids it no
 // longer has anything for are forgotten.
@@ -18,4 +23,56 @@ func (s *FileStore) Slots() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.slots)
+}
+
+// LineRead is one line a lineReader returned, copied when it was returned,
+// with whether the line before it was still intact at that point.
+type LineRead struct {
+	Line         string
+	Start        int64
+	Unterminated bool
+	PrevIntact   bool
+}
+
+// ReadLinesChunked runs a lineReader asking for chunk bytes at a time over
+// r, checking after every call that the line returned before is unchanged.
+func ReadLinesChunked(r io.Reader, chunk int) ([]LineRead, error) {
+	lr := newLineReader(r)
+	lr.chunk = chunk
+	var out []LineRead
+	var prev []byte
+	var prevCopy string
+	for {
+		line, start, unterminated, err := lr.next()
+		intact := prev == nil || string(prev) == prevCopy
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, LineRead{Line: string(line), Start: start, Unterminated: unterminated, PrevIntact: intact})
+		prev, prevCopy = line, string(line)
+	}
+}
+
+// GroupSync is a group sync whose syncs are functions of the spec's.
+type GroupSync struct{ g *groupSync }
+
+// NewGroupSync returns a group sync that runs syncAll for a group of
+// writers and syncOne for a writer alone.
+func NewGroupSync(syncAll, syncOne func(*os.File) error) *GroupSync {
+	g := newGroupSync()
+	g.syncAll, g.syncOne = syncAll, syncOne
+	return &GroupSync{g}
+}
+
+// Wait is what an append does after its write.
+func (g *GroupSync) Wait(f *os.File) error { return g.g.wait(f) }
+
+// Waiting is how many writers the next sync will cover so far.
+func (g *GroupSync) Waiting() int {
+	g.g.mu.Lock()
+	defer g.g.mu.Unlock()
+	return g.g.next.writers
 }

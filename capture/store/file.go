@@ -64,6 +64,8 @@ type FileStore struct {
 
 	writeFailures, diskFull atomic.Uint64
 
+	group *groupSync // nil under WithPerFileSync
+
 	readBuf []byte // guarded by mu; see takeReadBuffer
 }
 
@@ -82,6 +84,15 @@ type FileOption func(*FileStore)
 // and Close writes any state still pending.
 func WithStateWriteEveryPut() FileOption {
 	return func(s *FileStore) { s.stateEveryPut = true }
+}
+
+// WithPerFileSync makes each append durable with its own file's
+// fdatasync(2), as Gym's store does, instead of joining a group sync of the
+// file system (docs/store.md#group-commit). A group sync also writes back
+// whatever else is dirty on that file system, so on a disk shared with heavy
+// writers this can be the faster choice.
+func WithPerFileSync() FileOption {
+	return func(s *FileStore) { s.group = nil }
 }
 
 // WithLogger sets where the store's warnings go (default slog.Default()).
@@ -163,7 +174,7 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
 	}
-	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
+	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush, group: newGroupSync()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -152,7 +152,7 @@ func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte
 	// durable (all a reader needs) without also waiting for timestamps,
 	// which on ext4 more than doubles the appends one writer gets per
 	// second (docs/store.md).
-	if err := datasync(f); err != nil {
+	if err := s.durable(f); err != nil {
 		// The line may or may not be on disk; the descriptor is not reused.
 		_ = f.Close()
 		*a = nil
@@ -163,6 +163,15 @@ func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte
 		return statKey{}, fmt.Errorf("store: stat %s: %w", path, err)
 	}
 	return keyOf(after), nil
+}
+
+// durable makes what was appended to f durable: through the store's group
+// sync, or with f's own fdatasync under WithPerFileSync.
+func (s *FileStore) durable(f *os.File) error {
+	if s.group != nil {
+		return s.group.wait(f)
+	}
+	return datasync(f)
 }
 
 func datasync(f *os.File) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,38 +175,62 @@ func (s *ReadOnlyStore) sharedLock(ctx context.Context, id string) (func(), erro
 // line (never acknowledged), and reports a call id stored twice with different
 // payloads as Gym's store does. recovered counts lines past the state's
 // indexed size (what a freeze would add to the version).
+//
+// Lines are only hashed when a call id repeats: the first pass reads without
+// digests and, at the first repeat, the file is read again with them.
 func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, error) {
-	data, err := readRegular(s.file(id, suffixJSONL))
+	entries, recovered, repeated, err := s.scanEntries(id, st, false)
+	if err == nil && repeated {
+		entries, recovered, _, err = s.scanEntries(id, st, true)
+	}
+	return entries, recovered, err
+}
+
+// scanEntries is one pass of readEntries. Without digests it stops at the
+// first repeated call id and reports it.
+func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) (entries []*record.Entry, recovered int, repeated bool, err error) {
+	f, err := openRegular(s.file(id, suffixJSONL), os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
-		return []*record.Entry{}, 0, nil
+		return []*record.Entry{}, 0, false, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: read %s: %w", id, err)
+		return nil, 0, false, fmt.Errorf("store: read %s: %w", id, err)
 	}
+	defer f.Close()
 	var parser record.LineParser
-	entries := []*record.Entry{}
+	entries = []*record.Entry{}
 	digests := map[string]string{}
-	recovered := 0
-	for pos, rest := int64(0), data; len(rest) > 0; {
-		line, next, _ := bytes.Cut(rest, []byte{'\n'})
-		start := pos
-		pos += int64(len(line)) + 1
-		last := len(next) == 0 && len(line) == len(rest)
-		rest = next
+	lines := newLineReader(f)
+	for {
+		line, start, unterminated, err := lines.next()
+		if errors.Is(err, io.EOF) {
+			return entries, recovered, false, nil
+		}
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("store: read %s: %w", id, err)
+		}
 		payload := bytes.TrimSpace(line)
 		if len(payload) == 0 {
 			continue
 		}
 		e, err := parser.Parse(payload)
 		if err != nil {
-			if last && !json.Valid(payload) {
-				break
+			if unterminated && !json.Valid(payload) {
+				return entries, recovered, false, nil
 			}
-			return nil, 0, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
+			return nil, 0, false, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, id, start, err)
 		}
-		digest := record.EntryDigest(payload)
-		if prev, ok := digests[e.ModelCallID]; ok && prev != digest {
-			return nil, 0, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
+		digest := ""
+		if withDigests {
+			digest = record.EntryDigest(payload)
+		}
+		if prev, ok := digests[e.ModelCallID]; ok {
+			if !withDigests {
+				return nil, 0, true, nil
+			}
+			if prev != digest {
+				return nil, 0, false, &DurableConflictError{RolloutID: id, CallID: e.ModelCallID}
+			}
 		}
 		entries = append(entries, e)
 		digests[e.ModelCallID] = digest
@@ -213,7 +238,6 @@ func (s *ReadOnlyStore) readEntries(id string, st State) ([]*record.Entry, int, 
 			recovered++
 		}
 	}
-	return entries, recovered, nil
 }
 
 // openIntents counts intents with neither an entry nor a cancel line.

@@ -295,3 +295,93 @@ func mutated(line []byte) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }
+
+var _ = Describe("read-only look at a large file", func() {
+	var (
+		ctx   context.Context
+		dir   string
+		lines [][]byte
+		want  []*record.Entry
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		dir = GinkgoT().TempDir()
+		lines, want = bigLines("big", 60)
+	})
+	look := func() (*store.Snapshot, error) {
+		ro, err := store.OpenReadOnly(dir)
+		Expect(err).NotTo(HaveOccurred())
+		v, err := ro.Look(ctx, "big")
+		if err != nil {
+			return nil, err
+		}
+		return v.Snapshot, nil
+	}
+	withCall := func(i int, call string) []byte {
+		e := *want[i]
+		e.ModelCallID = call
+		line, err := e.MarshalCanonical()
+		Expect(err).NotTo(HaveOccurred())
+		return line
+	}
+
+	DescribeTable("reads what a freeze reads",
+		func(edit func() ([][]byte, string), check func(snap *store.Snapshot, err error, frozen *store.Snapshot, freezeErr error)) {
+			ls, extra := edit()
+			writeLines(dir, "big", ls, extra)
+			size := 0
+			for _, l := range ls {
+				size += len(l) + 1
+			}
+			Expect(size).To(BeNumerically(">", 4<<20), "the file is as large as a freeze reads in two halves")
+			snap, err := look()
+			fs, ferr := store.NewFileStore(GinkgoT().TempDir())
+			Expect(ferr).NotTo(HaveOccurred())
+			copyDir := fs.Dir()
+			writeLines(copyDir, "big", ls, extra)
+			frozen, freezeErr := fs.Freeze(ctx, "big")
+			check(snap, err, frozen, freezeErr)
+		},
+		Entry("every line", func() ([][]byte, string) { return lines, "" },
+			func(snap *store.Snapshot, err error, frozen *store.Snapshot, _ error) {
+				Expect(err).NotTo(HaveOccurred())
+				Expect(snap.Entries).To(Equal(want))
+				Expect(snap.Entries).To(Equal(frozen.Entries))
+				Expect(snap.Version).To(Equal(len(want)), "every line counts as recovered, as in the one-pass read")
+			}),
+		Entry("an unterminated torn tail", func() ([][]byte, string) {
+			return lines, `{"rollout_id":"big","model_call_id":"torn","prompt_token_ids":[1,2`
+		}, func(snap *store.Snapshot, err error, _ *store.Snapshot, _ error) {
+			Expect(err).NotTo(HaveOccurred())
+			Expect(snap.Entries).To(Equal(want))
+		}),
+		Entry("a call stored in both halves with different payloads", func() ([][]byte, string) {
+			ls := append([][]byte{}, lines...)
+			ls[55] = withCall(55, want[3].ModelCallID)
+			return ls, ""
+		}, func(_ *store.Snapshot, err error, _ *store.Snapshot, freezeErr error) {
+			var conflict *store.DurableConflictError
+			Expect(errors.As(err, &conflict)).To(BeTrue(), "got %v", err)
+			Expect(conflict.CallID).To(Equal(want[3].ModelCallID))
+			Expect(errors.As(freezeErr, &conflict)).To(BeTrue(), "a freeze refuses it too: %v", freezeErr)
+		}),
+		Entry("a call stored in both halves byte for byte", func() ([][]byte, string) {
+			ls := append(append([][]byte{}, lines...), lines[2])
+			return ls, ""
+		}, func(snap *store.Snapshot, err error, _ *store.Snapshot, _ error) {
+			Expect(err).NotTo(HaveOccurred())
+			Expect(snap.Entries).To(HaveLen(len(want) + 1))
+			Expect(snap.Entries[len(want)].ModelCallID).To(Equal(want[2].ModelCallID))
+		}),
+		Entry("a bad record in each half: the earlier one", func() ([][]byte, string) {
+			ls := append([][]byte{}, lines...)
+			ls[5] = []byte(`{"rollout_id":"big","model_call_id":"early","prompt_token_ids":[1]}`)
+			ls[55] = []byte(`{"rollout_id":"big","model_call_id":"late","prompt_token_ids":[1]}`)
+			return ls, ""
+		}, func(_ *store.Snapshot, err error, _ *store.Snapshot, freezeErr error) {
+			Expect(err).To(MatchError(store.ErrCorrupt))
+			Expect(freezeErr).To(MatchError(store.ErrCorrupt))
+			Expect(err.Error()).To(Equal(freezeErr.Error()))
+		}),
+	)
+})

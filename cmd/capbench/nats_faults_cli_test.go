@@ -115,6 +115,11 @@ func tapUpstream(upstream string) (string, <-chan struct{}) {
 	Expect(err).NotTo(HaveOccurred())
 	arrived := make(chan struct{}, 16)
 	rp := &httputil.ReverseProxy{
+		// A transport of its own, without kept connections: the shared
+		// default one is emptied by every httptest server that closes, and
+		// a connection picked up as another spec's server shuts down can be
+		// closed under a generation in flight.
+		Transport:     &http.Transport{DisableKeepAlives: true},
 		FlushInterval: -1,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			if r.In.URL.Path == "/v1/chat/completions" {

@@ -28,6 +28,7 @@ func newProxyCmd() *cobra.Command {
 		logLevel   string
 		logFormat  string
 		openRolls  int
+		syncMode   string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --upstream URL [--capture-dir DIR]",
@@ -66,7 +67,15 @@ are served and logged as call summaries only (docs/capture-path.md).
 			if openRolls == 0 {
 				openRolls = proxy.DefaultOpenRollouts()
 			}
-			if cs, err := openStore(cmd.Context(), captureDir, storeURL, store.WithMaxIdleRollouts(openRolls)); err != nil {
+			fileOpts := []store.FileOption{store.WithMaxIdleRollouts(openRolls)}
+			switch syncMode {
+			case "group":
+			case "file":
+				fileOpts = append(fileOpts, store.WithPerFileSync())
+			default:
+				return fmt.Errorf("--sync %q: must be group (one sync of the file system for every append waiting) or file (an fdatasync per append, as NeMo Gym's store)", syncMode)
+			}
+			if cs, err := openStore(cmd.Context(), captureDir, storeURL, fileOpts...); err != nil {
 				return err
 			} else if cs != nil {
 				defer cs.Close()
@@ -97,6 +106,7 @@ are served and logged as call summaries only (docs/capture-path.md).
 	f.StringVar(&captureDir, "capture-dir", "", "directory of the file store that receives token records; empty disables capture")
 	f.IntVar(&openRolls, "max-open-rollouts", 0, "idle rollouts the file store keeps descriptors for, three each (0: a twelfth of the descriptor limit, at most 256)")
 	addStoreFlag(f, &storeURL)
+	f.StringVar(&syncMode, "sync", "group", "how the file store makes each record durable before the reply: group (appends waiting at once share one syncfs of the file system) or file (an fdatasync per append, as NeMo Gym's store; faster when the disk is shared with heavy writers)")
 	f.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
 	f.IntVar(&o.Port, "port", 0, "listen port (0 picks a free one)")
 	f.StringVar(&o.APIKey, "api-key", "", "key clients must send (Authorization: Bearer or x-api-key)")

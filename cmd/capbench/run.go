@@ -54,9 +54,6 @@ func newRunCmd() *cobra.Command {
 			if err := checkScenarioNames(scenarioNames); err != nil {
 				return err
 			}
-			if b == env.Container {
-				env.ContainerDefaults()
-			}
 			// The process and container backends run this very binary when
 			// it can (a container needs it static); else they go build one.
 			if self, err := os.Executable(); err == nil && (b == env.Process || (b == env.Container && env.IsStatic(self))) {

@@ -146,6 +146,7 @@ var _ = Describe("capbench run", func() {
 		Entry("-v without --list", []string{"run", "-v"}, "-v goes with --list"),
 		Entry("unknown backend", []string{"run", "--backend", "moon"}, "moon"),
 		Entry("proxy without upstream", []string{"proxy"}, "upstream"),
+		Entry("proxy with an unknown sync mode", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--capture-dir", "never-created", "--sync", "sometimes"}, `--sync "sometimes": must be group`),
 		Entry("bench with a malformed header", []string{"bench", "--url", "http://127.0.0.1:1", "--header", "nocolon"}, "Name: value"),
 		Entry("bench with an unknown progress mode", []string{"bench", "--url", "http://127.0.0.1:1", "--progress", "sometimes"}, "auto, bars, lines or off"),
 		Entry("bench without rounds", []string{"bench", "--rounds", "0"}, "--rounds"),

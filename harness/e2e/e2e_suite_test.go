@@ -30,7 +30,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if testing.Short() {
 		Skip("e2e backends are skipped with -short")
 	}
-	env.ContainerDefaults()
 	dir, err := os.MkdirTemp("", "capbench-e2e-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)

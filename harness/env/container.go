@@ -1,72 +1,51 @@
 package env
 
+// The container and real-vLLM backends talk to the Docker engine through
+// internal/dockerapi (net/http only): a Docker SDK would be linked into, and
+// initialised by, every capbench command.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
-	"github.com/testcontainers/testcontainers-go/wait"
-
+	"github.com/capbench/capbench/internal/dockerapi"
 	"github.com/capbench/capbench/scenarios"
 )
 
-// ContainerDefaults sets the testcontainers settings this project needs when
-// they are not set already: no reaper (it is pulled from a registry) and
-// localhost as the Docker host (the sandbox has /.dockerenv).
-func ContainerDefaults() {
-	defaults := map[string]string{"TESTCONTAINERS_RYUK_DISABLED": "true"}
-	// The host override only fits an engine on this machine; a remote
-	// DOCKER_HOST publishes ports on its own address.
-	if h := os.Getenv("DOCKER_HOST"); h == "" || strings.HasPrefix(h, "unix://") {
-		defaults["TESTCONTAINERS_HOST_OVERRIDE"] = "127.0.0.1"
+// healthWait is how long a fake or proxy container may take to answer /health.
+const healthWait = 60 * time.Second
+
+// dockerClient returns a client for the engine DOCKER_HOST names (or the
+// default socket); the caller closes it.
+func dockerClient() (*dockerapi.Client, error) {
+	c, err := dockerapi.FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	for k, v := range defaults {
-		if _, ok := os.LookupEnv(k); !ok {
-			_ = os.Setenv(k, v)
-		}
-	}
+	return c, nil
 }
 
 // DockerUsable reports whether a container engine answers, and why not.
 func DockerUsable(ctx context.Context) (ok bool, why string) {
-	defer func() { // some lookups panic when no socket exists
-		if r := recover(); r != nil {
-			ok, why = false, fmt.Sprint(r)
-		}
-	}()
 	if os.Getenv("CAPBENCH_E2E") == "0" {
 		return false, "disabled by CAPBENCH_E2E=0"
 	}
-	p, err := testcontainers.NewDockerProvider()
+	c, err := dockerapi.FromEnv()
 	if err != nil {
-		return false, DockerReason(err.Error())
+		return false, err.Error()
 	}
-	defer p.Close()
+	defer c.Close()
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := p.Health(hctx); err != nil {
-		return false, DockerReason(err.Error())
+	if err := c.Ping(hctx); err != nil {
+		return false, err.Error()
 	}
 	return true, ""
-}
-
-// DockerReason says in plain words that the Docker daemon is not running
-// when that is why the engine did not answer; other causes pass unchanged.
-func DockerReason(why string) string {
-	low := strings.ToLower(why)
-	for _, s := range []string{"cannot connect to the docker daemon", "connection refused", "docker.sock: connect: no such file", "rootless docker not found"} {
-		if strings.Contains(low, s) {
-			return "the Docker daemon is not running (start it: `sudo systemctl start docker`, or `dockerd`): " + why
-		}
-	}
-	return why
 }
 
 // containerPort is where fake and proxy listen inside their containers.
@@ -83,31 +62,34 @@ ENTRYPOINT ["/capbench"]
 // and returns its tag (no registry is contacted). binary is a prebuilt
 // static binary; empty builds one. Remove it with RemoveImage.
 func BuildImage(ctx context.Context, binary string) (string, error) {
-	dir, err := os.MkdirTemp("", "capbench-image-")
+	dc, err := dockerClient()
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
-	if binary != "" {
-		if err := copyFile(binary, filepath.Join(dir, "capbench")); err != nil {
-			return "", fmt.Errorf("copy %s into the build context: %w", binary, err)
+	defer dc.Close()
+	return buildImage(ctx, dc, binary)
+}
+
+func buildImage(ctx context.Context, dc *dockerapi.Client, binary string) (string, error) {
+	if binary == "" {
+		dir, err := os.MkdirTemp("", "capbench-image-")
+		if err != nil {
+			return "", err
 		}
-	} else if _, err := BuildBinary(ctx, dir, true); err != nil {
-		return "", err
+		defer os.RemoveAll(dir)
+		if binary, err = BuildBinary(ctx, dir, true); err != nil {
+			return "", err
+		}
+	} else if _, err := os.Stat(binary); err != nil {
+		return "", fmt.Errorf("the capbench binary for the image: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(scratchDockerfile), 0o644); err != nil {
-		return "", err
+	tag := fmt.Sprintf("capbench-e2e:%d", time.Now().UnixNano())
+	files := []dockerapi.ContextFile{
+		{Name: "Dockerfile", Mode: 0o644, Data: []byte(scratchDockerfile)},
+		{Name: "capbench", Mode: 0o755, Path: binary},
 	}
-	p, err := testcontainers.NewDockerProvider()
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer p.Close()
-	tag, err := p.BuildImage(ctx, &testcontainers.ContainerRequest{FromDockerfile: testcontainers.FromDockerfile{
-		Context: dir, Repo: "capbench-e2e", Tag: fmt.Sprintf("%d", time.Now().UnixNano()), KeepImage: true,
-	}})
-	if err != nil {
-		return "", fmt.Errorf("build capbench image: %w", err)
+	if _, err := dc.Build(ctx, tag, files, nil); err != nil {
+		return "", fmt.Errorf("build the capbench image from %s: %w", binary, err)
 	}
 	return tag, nil
 }
@@ -117,24 +99,42 @@ func RemoveImage(ctx context.Context, tag string) error {
 	if tag == "" {
 		return nil
 	}
-	p, err := testcontainers.NewDockerProvider()
+	dc, err := dockerClient()
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	_, err = p.Client().ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	return err
+	defer dc.Close()
+	return dc.RemoveImage(ctx, tag)
+}
+
+// runHealthy starts a container, adds its removal to closers (also when it
+// then fails), and waits until its /health answers; it returns its URL.
+func runHealthy(ctx context.Context, dc *dockerapi.Client, closers *[]func() error, spec dockerapi.ContainerSpec, wait time.Duration) (string, error) {
+	ctr, err := dc.Run(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	cleanup := context.WithoutCancel(ctx)
+	*closers = append(*closers, func() error {
+		rctx, cancel := context.WithTimeout(cleanup, time.Minute)
+		defer cancel()
+		return ctr.Remove(rctx)
+	})
+	return ctr.WaitHTTP(ctx, dockerapi.Wait{Path: "/health", Timeout: wait})
 }
 
 func startContainers(ctx context.Context, spec Spec) (_ Env, err error) {
-	ContainerDefaults()
 	if ok, why := DockerUsable(ctx); !ok {
 		return nil, fmt.Errorf("%w: no container engine: %s", ErrUnavailable, why)
 	}
 	if spec.Faults.any() {
 		return nil, fmt.Errorf("%w: store faults need the proxy in this process", ErrUnsupported)
 	}
-	var closers []func() error
+	dc, err := dockerClient()
+	if err != nil {
+		return nil, err
+	}
+	closers := []func() error{func() error { dc.Close(); return nil }}
 	defer func() {
 		if err != nil {
 			for i := len(closers) - 1; i >= 0; i-- {
@@ -145,23 +145,21 @@ func startContainers(ctx context.Context, spec Spec) (_ Env, err error) {
 	cleanupCtx := context.WithoutCancel(ctx)
 	tag := spec.CapbenchImage
 	if tag == "" {
-		if tag, err = BuildImage(ctx, spec.Binary); err != nil {
+		if tag, err = buildImage(ctx, dc, spec.Binary); err != nil {
 			return nil, err
 		}
-		closers = append(closers, func() error { return RemoveImage(cleanupCtx, tag) })
+		closers = append(closers, func() error { return dc.RemoveImage(cleanupCtx, tag) })
 	}
-	nw, err := network.New(ctx)
+	nw, err := dc.CreateNetwork(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("create network: %w", err)
+		return nil, fmt.Errorf("create the containers' network: %w", err)
 	}
 	closers = append(closers, func() error { return nw.Remove(cleanupCtx) })
 
-	fake, err := testcontainers.Run(ctx, tag,
-		testcontainers.WithCmd(FakeArgs(spec, "0.0.0.0", 8000)...),
-		testcontainers.WithExposedPorts(containerPort),
-		network.WithNetwork([]string{"vllm"}, nw),
-		testcontainers.WithWaitStrategy(wait.ForHTTP("/health").WithPort(containerPort).WithStartupTimeout(60*time.Second)))
-	closers = append(closers, func() error { return testcontainers.TerminateContainer(fake) })
+	fakeURL, err := runHealthy(ctx, dc, &closers, dockerapi.ContainerSpec{
+		Image: tag, Cmd: FakeArgs(spec, "0.0.0.0", 8000), Port: containerPort,
+		Network: nw.Name, Aliases: []string{"vllm"},
+	}, healthWait)
 	if err != nil {
 		return nil, fmt.Errorf("start fake vLLM container: %w", err)
 	}
@@ -182,29 +180,16 @@ func startContainers(ctx context.Context, spec Spec) (_ Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	px, err := testcontainers.Run(ctx, tag,
-		testcontainers.WithCmd("proxy", "--upstream", "http://vllm:8000", "--capture-dir", "/capture",
-			"--host", "0.0.0.0", "--port", "8000"),
-		testcontainers.WithExposedPorts(containerPort),
-		network.WithNetwork([]string{"proxy"}, nw),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.Binds = append(hc.Binds, abs+":/capture")
-		}),
-		// /health through the proxy answers only once the proxy serves and
-		// reaches vLLM by its alias (a port check passes on Docker's own
-		// port forwarder before the process listens).
-		testcontainers.WithWaitStrategy(wait.ForHTTP("/health").WithPort(containerPort).WithStartupTimeout(60*time.Second)))
-	closers = append(closers, func() error { return testcontainers.TerminateContainer(px) })
+	// /health through the proxy answers only once the proxy serves and
+	// reaches vLLM by its alias.
+	proxyURL, err := runHealthy(ctx, dc, &closers, dockerapi.ContainerSpec{
+		Image: tag, Port: containerPort, Network: nw.Name, Aliases: []string{"proxy"},
+		Cmd: []string{"proxy", "--upstream", "http://vllm:8000", "--capture-dir", "/capture",
+			"--host", "0.0.0.0", "--port", "8000"},
+		Binds: []string{abs + ":/capture"},
+	}, healthWait)
 	if err != nil {
 		return nil, fmt.Errorf("start proxy container: %w", err)
-	}
-	fakeURL, err := fake.PortEndpoint(ctx, containerPort, "http")
-	if err != nil {
-		return nil, err
-	}
-	proxyURL, err := px.PortEndpoint(ctx, containerPort, "http")
-	if err != nil {
-		return nil, err
 	}
 	r, err := newRemote(Container, proxyURL, fakeURL, dir, closers)
 	if err != nil {
@@ -227,20 +212,24 @@ func RealVLLMAvailable(ctx context.Context, image string) (ok bool, why string) 
 	if ok, why := DockerUsable(ctx); !ok {
 		return false, "no container engine: " + why
 	}
-	p, err := testcontainers.NewDockerProvider()
+	dc, err := dockerClient()
 	if err != nil {
 		return false, err.Error()
 	}
-	defer p.Close()
-	info, err := p.Client().Info(ctx, client.InfoOptions{})
+	defer dc.Close()
+	info, err := dc.Info(ctx)
 	if err != nil {
-		return false, "docker info: " + err.Error()
+		return false, err.Error()
 	}
-	if _, ok := info.Info.Runtimes["nvidia"]; !ok {
+	if _, ok := info.Runtimes["nvidia"]; !ok {
 		return false, "no NVIDIA container runtime on the Docker host (no GPU access)"
 	}
-	if _, err := p.Client().ImageInspect(ctx, image); err != nil {
-		return false, fmt.Sprintf("image %s is not present locally (no registry pulls): %v", image, err)
+	present, err := dc.ImagePresent(ctx, image)
+	if err != nil {
+		return false, err.Error()
+	}
+	if !present {
+		return false, fmt.Sprintf("image %s is not present locally (no registry pulls): `docker load` or pull it first", image)
 	}
 	return true, ""
 }
@@ -263,8 +252,10 @@ func VLLMArgs(s scenarios.Server) []string {
 	return args
 }
 
+// vllmWait is how long a real vLLM may take to load its model.
+const vllmWait = 15 * time.Minute
+
 func startRealVLLM(ctx context.Context, spec Spec) (_ Env, err error) {
-	ContainerDefaults()
 	image := spec.Image
 	if image == "" {
 		image = DefaultVLLMImage
@@ -272,28 +263,27 @@ func startRealVLLM(ctx context.Context, spec Spec) (_ Env, err error) {
 	if ok, why := RealVLLMAvailable(ctx, image); !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnavailable, why)
 	}
+	dc, err := dockerClient()
+	if err != nil {
+		return nil, err
+	}
+	closers := []func() error{func() error { dc.Close(); return nil }}
+	stop := func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
 	args := VLLMArgs(spec.Server)
-	vllmCtr, err := testcontainers.Run(ctx, image,
-		testcontainers.WithCmd(args...),
-		testcontainers.WithExposedPorts(containerPort),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.DeviceRequests = append(hc.DeviceRequests, container.DeviceRequest{
-				Driver: "nvidia", Count: -1, Capabilities: [][]string{{"gpu"}}})
-			hc.IpcMode = "host"
-			if cache := os.Getenv("HF_HOME"); cache != "" {
-				hc.Binds = append(hc.Binds, cache+":/root/.cache/huggingface")
-			}
-		}),
-		testcontainers.WithWaitStrategy(wait.ForHTTP("/health").WithPort(containerPort).WithStartupTimeout(15*time.Minute)))
-	stop := func() error { return testcontainers.TerminateContainer(vllmCtr) }
+	ctr := dockerapi.ContainerSpec{Image: image, Cmd: args, Port: containerPort, GPUs: true, IpcMode: "host"}
+	if cache := os.Getenv("HF_HOME"); cache != "" {
+		ctr.Binds = append(ctr.Binds, cache+":/root/.cache/huggingface")
+	}
+	u, err := runHealthy(ctx, dc, &closers, ctr, vllmWait)
 	if err != nil {
 		_ = stop()
 		return nil, fmt.Errorf("start vLLM %s %s: %w", image, strings.Join(args, " "), err)
-	}
-	u, err := vllmCtr.PortEndpoint(ctx, containerPort, "http")
-	if err != nil {
-		_ = stop()
-		return nil, err
 	}
 	l := &local{backend: RealVLLM, vllmURL: u, closers: []func() error{stop}}
 	if err := l.startProxy(ctx, spec, u); err != nil {
@@ -301,12 +291,4 @@ func startRealVLLM(ctx context.Context, spec Spec) (_ Env, err error) {
 		return nil, err
 	}
 	return l, nil
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
 }

@@ -23,7 +23,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if v := os.Getenv("CAPBENCH_VLLM_IMAGE"); v != "" {
 		image = v
 	}
-	env.ContainerDefaults()
 	if ok, why := env.RealVLLMAvailable(ctx, image); !ok {
 		Skip("real-vLLM backend unavailable: " + why)
 	}

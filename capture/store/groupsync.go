@@ -1,0 +1,100 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// groupSync makes appends durable in groups (docs/store.md#group-commit).
+// Every rollout has files of its own, so concurrent calls append to
+// different files and per-file fdatasync(2) cannot be shared: each call
+// pays a sync of its own, and its kernel time, on a CPU the proxy needs.
+// syncfs(2) writes back every dirty page and inode of the file system in one
+// call, so one sync covers every append made before it started: a writer
+// whose line is in the page cache joins the next sync and returns when that
+// sync has finished.
+//
+// One sync runs at a time. Its writer (the leader) syncs, then hands the
+// next group, if anyone joined it meanwhile, to one of that group's writers,
+// so no writer waits for more than the sync it joined plus the one running
+// when it joined. A group of one writer syncs only its own file.
+type groupSync struct {
+	syncAll func(*os.File) error // a sync of the whole file system f is on
+	syncOne func(*os.File) error // a sync of f alone
+
+	mu      sync.Mutex
+	running bool       // a sync is running or handed to a writer to run
+	next    *syncGroup // the writers the next sync to start covers
+}
+
+type syncGroup struct {
+	writers int
+	done    chan struct{}
+	lead    chan struct{} // holds one token when a writer of this group is to run its sync
+	err     error
+}
+
+func newSyncGroup() *syncGroup {
+	return &syncGroup{done: make(chan struct{}), lead: make(chan struct{}, 1)}
+}
+
+func newGroupSync() *groupSync {
+	return &groupSync{syncAll: syncfs, syncOne: datasync, next: newSyncGroup()}
+}
+
+// wait returns once a sync of the file system f is on, started after wait
+// was called, has finished, with that sync's error.
+func (g *groupSync) wait(f *os.File) error {
+	g.mu.Lock()
+	grp := g.next
+	grp.writers++
+	if !g.running {
+		g.running = true
+		g.mu.Unlock()
+		return g.run(grp, f)
+	}
+	g.mu.Unlock()
+	select {
+	case <-grp.done:
+		return grp.err
+	case <-grp.lead:
+		return g.run(grp, f)
+	}
+}
+
+// run syncs for grp through f, whose file system every writer of grp
+// appended to, then hands on the group that gathered meanwhile.
+func (g *groupSync) run(grp *syncGroup, f *os.File) error {
+	g.mu.Lock()
+	alone := grp.writers == 1
+	g.next = newSyncGroup()
+	g.mu.Unlock()
+	if alone {
+		// A group of one needs only its own file: fdatasync writes less
+		// than a sync of the whole file system.
+		grp.err = g.syncOne(f)
+	} else {
+		grp.err = g.syncAll(f)
+	}
+	close(grp.done)
+	g.mu.Lock()
+	if g.next.writers > 0 {
+		g.next.lead <- struct{}{}
+	} else {
+		g.running = false
+	}
+	g.mu.Unlock()
+	return grp.err
+}
+
+func syncfs(f *os.File) error {
+	for {
+		err := unix.Syncfs(int(f.Fd()))
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}

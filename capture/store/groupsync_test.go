@@ -1,0 +1,88 @@
+package store_test
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/capbench/capbench/capture/store"
+)
+
+var _ = Describe("group sync", func() {
+	It("returns each writer only after a sync that started after its write, with far fewer syncs than writers", func() {
+		var writes, syncs atomic.Int64
+		var coveredDone atomic.Int64 // the largest write index a finished sync covered
+		syncFn := func(*os.File) error {
+			covered := writes.Load() // every write counted before the sync starts
+			syncs.Add(1)
+			time.Sleep(2 * time.Millisecond)
+			for {
+				cur := coveredDone.Load()
+				if covered <= cur || coveredDone.CompareAndSwap(cur, covered) {
+					return nil
+				}
+			}
+		}
+		g := store.NewGroupSync(syncFn, syncFn)
+		const writers, rounds = 64, 5
+		var wg sync.WaitGroup
+		var early atomic.Int64
+		for range writers {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				for range rounds {
+					w := writes.Add(1)
+					Expect(g.Wait(nil)).To(Succeed())
+					if coveredDone.Load() < w {
+						early.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		Expect(early.Load()).To(BeZero(), "a writer returned before any sync covering its write finished")
+		Expect(syncs.Load()).To(BeNumerically("<", writers*rounds/4), "writers share syncs")
+	})
+
+	It("gives a failed sync's error to exactly the writers it covered", func() {
+		release, started := make(chan struct{}), make(chan struct{})
+		boom := errors.New("writeback failed")
+		alone := func(*os.File) error { close(started); <-release; return nil }
+		group := func(*os.File) error { return boom }
+		g := store.NewGroupSync(group, alone)
+		first := make(chan error, 1)
+		go func() { first <- g.Wait(nil) }()
+		// The first writer is alone: its sync runs (and blocks) while the
+		// others gather into the next group.
+		Eventually(started).Should(BeClosed())
+		const others = 15
+		results := make(chan error, others)
+		for range others {
+			go func() { results <- g.Wait(nil) }()
+		}
+		Eventually(g.Waiting).Should(Equal(others))
+		close(release)
+		Expect(<-first).To(Succeed())
+		for range others {
+			Expect(<-results).To(MatchError(boom))
+		}
+		// The next writer starts a new group, which the failure does not touch.
+		g2ok := store.NewGroupSync(func(*os.File) error { return nil }, func(*os.File) error { return nil })
+		Expect(g2ok.Wait(nil)).To(Succeed())
+	})
+
+	It("syncs a writer alone with its own file's sync", func() {
+		var all, one atomic.Int64
+		g := store.NewGroupSync(func(*os.File) error { all.Add(1); return nil }, func(*os.File) error { one.Add(1); return nil })
+		for range 10 {
+			Expect(g.Wait(nil)).To(Succeed())
+		}
+		Expect(one.Load()).To(Equal(int64(10)))
+		Expect(all.Load()).To(BeZero())
+	})
+})
