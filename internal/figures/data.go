@@ -27,6 +27,14 @@ func (d Data) Med(name, unit string) (float64, error) { return d.Bench.Med(name,
 func (d Data) Min(name, unit string) (float64, error) { return d.Bench.Min(name, unit) }
 func (d Data) Max(name, unit string) (float64, error) { return d.Bench.Max(name, unit) }
 
+// Has reports whether the output has the metric: for figures whose peer
+// runs only when configured (NeMo Gym's, with CAPBENCH_GYM_DIR), so the
+// template can say, in words, that the peer was not rerun.
+func (d Data) Has(name, unit string) bool {
+	_, err := d.Bench.values(name, unit)
+	return err == nil
+}
+
 // Span is "min–max" of one Go benchmark metric at digits decimals, or one
 // number when both print the same (a single run).
 func (d Data) Span(name, unit string, digits int) (string, error) {

@@ -89,7 +89,7 @@ var _ = Describe("Generate", func() {
 		Expect(got).To(ContainSubstring(out.String()))
 
 		By("the three chaos rows share one run")
-		Expect(fr.calls).To(HaveLen(18))
+		Expect(fr.calls).To(HaveLen(20))
 		Expect(fr.calls).To(ContainElement("chaos"))
 
 		By("a second run over the same outputs gives the same bytes")
@@ -97,6 +97,21 @@ var _ = Describe("Generate", func() {
 		Expect(figures.Generate(ctx, cfg, figures.Rows())).To(Succeed())
 		Expect(read(cfg.README)).To(Equal(first))
 	})
+
+	DescribeTable("rows whose NeMo Gym peer runs only with CAPBENCH_GYM_DIR say which way they ran",
+		func(src, row, want string) {
+			cfg, out, _ := setup(readmeText, &fakeRunner{src: src})
+			cfg.Rows = regexp.MustCompile("^" + row + "$")
+			Expect(figures.Generate(ctx, cfg, figures.Rows())).To(Succeed())
+			Expect(out.String()).To(ContainSubstring(want))
+		},
+		Entry("consumer, Gym run", "testdata/saved-gym", "consume-cold", "40 ms CPU per rollout (42 ms wall). NeMo Gym's `trajectories_for_rollout` in the same run: 494 ms in Python, 11.7× our time |"),
+		Entry("consumer, no Gym", saved, "consume-cold", "41 ms CPU per rollout (50 ms wall). Peer not rerun here (`CAPBENCH_GYM_DIR` not set, docs/gym-peer.md)"),
+		Entry("verdict process, Gym run", "testdata/saved-gym", "verdict-process", "46 ms wall per process (24 ms CPU in-process); NeMo Gym as a process on the same rollout, same run: 1371 ms, 30.3× our process;"),
+		Entry("verdict process, no Gym", saved, "verdict-process", "48 ms wall per process (23 ms CPU in-process); Gym peer not rerun here"),
+		Entry("store, Gym run", "testdata/saved-gym", "store-put", "NeMo Gym's `TokenCaptureStore` on the same records, alternating rounds: 1.3k puts/s vs our 11.8k (Gym's time 11.2× ours; with `begin_call` before each put 10.6×) |"),
+		Entry("store, no Gym", saved, "store-put", "NeMo Gym's store not rerun here (`CAPBENCH_GYM_DIR` not set"),
+	)
 
 	It("--from: renders from the outputs a run left, running nothing", func() {
 		cfg, out, errOut := setup(readmeText, figures.Saved{Dir: saved})

@@ -19,13 +19,16 @@ func Rows() []Row {
 			What: "consumer: freeze + build + verdict of one 200-call rollout with prompts growing to 32k tokens (21 MB), cold from disk, in-process",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/consumer", "-run", "^$", "-bench", "ConsumeCold200x32k", "-benchtime", "20x"}}},
 			Figure: `{{.Med "ConsumeCold200x32k" "cpu-ms/op" | f 0}} ms CPU per rollout ({{div (.Med "ConsumeCold200x32k" "ns/op") 1e6 | f 0}} ms wall).` +
-				" Peer not rerun here (no NeMo Gym checkout on this machine): Gym's `trajectories_for_rollout` took 0.31–0.33 s on the same rollout in the side-by-side run that opened this work",
+				` {{if .Has "ConsumeCold200x32k" "x-gym"}}NeMo Gym's ` + "`trajectories_for_rollout`" + ` in the same run: {{.Med "ConsumeCold200x32k" "gym-ms" | f 0}} ms in Python, {{.Med "ConsumeCold200x32k" "x-gym" | f 1}}× our time` +
+				`{{else}}Peer not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set, docs/gym-peer.md): Gym's ` + "`trajectories_for_rollout`" + ` took 0.31–0.33 s on the same rollout in an earlier run{{end}}`,
 		},
 		{
-			Name:    "verdict-rss",
-			What:    "read-only `capbench verdict` of that rollout, whole process",
-			Command: "`/usr/bin/time -v bin/capbench verdict --capture-dir DIR`",
-			Static:  "not rerun by `make figures` (DIR is the rollout the consumer benchmark builds in a temp dir); last measured: 0.05–0.06 s CPU, 42 MB peak RSS (2.0× the file)",
+			Name: "verdict-process",
+			What: "read-only `capbench verdict --capture-dir DIR --json` of that rollout, whole process",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/consumer", "-run", "^$", "-bench", "JudgeCold200x32k", "-benchtime", "20x"}}},
+			Figure: `{{.Med "JudgeCold200x32k" "proc-ms" | f 0}} ms wall per process ({{.Med "JudgeCold200x32k" "cpu-ms/op" | f 0}} ms CPU in-process);` +
+				` {{if .Has "JudgeCold200x32k" "x-gym-proc"}}NeMo Gym as a process on the same rollout, same run: {{.Med "JudgeCold200x32k" "gym-proc-ms" | f 0}} ms, {{.Med "JudgeCold200x32k" "x-gym-proc" | f 1}}× our process` +
+				`{{else}}Gym peer not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set){{end}}; peak RSS not rerun by ` + "`make figures`" + ` (42 MB, 2.0× the file, in an earlier ` + "`/usr/bin/time -v`" + ` run)`,
 		},
 		{
 			Name: "body-memory",
@@ -57,10 +60,16 @@ func Rows() []Row {
 		},
 		{
 			Name: "store-put",
-			What: "file store put, 64 rollouts at once, against bare `fdatasync` in the same run",
-			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "BenchmarkPut/lazy-state", "-benchtime", "8000x"}}},
-			Figure: `{{.Med "Put/lazy-state/rollouts=64" "puts/s" | k 1}} puts/s, {{.Med "Put/lazy-state/rollouts=64" "of-floor" | f 2}} of the bare-` + "`fdatasync`" +
-				` floor measured in the same run (NeMo Gym's store, not rerun here: 1.4–1.6k puts/s in the earlier side-by-side run)`,
+			What: "file store put, 64 rollouts at once, against bare `fdatasync` per file and NeMo Gym's store in the same run",
+			Runs: []Run{
+				{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "BenchmarkPut/lazy-state", "-benchtime", "8000x"}},
+				{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "PutVsGym/rollouts=64", "-benchtime", "6x"}},
+			},
+			Figure: `{{.Med "Put/lazy-state/rollouts=64" "puts/s" | k 1}} puts/s, {{.Med "Put/lazy-state/rollouts=64" "x-fdatasync" | f 2}}× the bare-` + "`fdatasync`" +
+				` peer measured in the same run ({{.Med "Put/lazy-state/rollouts=64" "fdatasync-puts/s" | k 1}}/s);` +
+				` {{if .Has "PutVsGym/rollouts=64" "x-gym"}}NeMo Gym's ` + "`TokenCaptureStore`" + ` on the same records, alternating rounds: {{.Med "PutVsGym/rollouts=64" "gym-puts/s" | k 1}} puts/s` +
+				` vs our {{.Med "PutVsGym/rollouts=64" "puts/s" | k 1}} (Gym's time {{.Med "PutVsGym/rollouts=64" "x-gym" | f 1}}× ours; with ` + "`begin_call`" + ` before each put {{.Med "PutVsGym/rollouts=64/begin_call+put" "x-gym" | f 1}}×)` +
+				`{{else}}NeMo Gym's store not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set, docs/gym-peer.md; 1.4–1.6k puts/s in an earlier run){{end}}`,
 		},
 		{
 			Name: "nats-put",

@@ -83,6 +83,11 @@ func (e Exec) Run(ctx context.Context, run Run, dir string) error {
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = cwd
+	if _, err := os.Stat(e.Capbench); err == nil && run.Kind == GoTest && os.Getenv("CAPBENCH_BIN") == "" {
+		// Benchmarks that time a whole capbench process use this binary
+		// rather than building their own.
+		cmd.Env = append(os.Environ(), "CAPBENCH_BIN="+e.Capbench)
+	}
 	stdout, err := os.Create(filepath.Join(dir, stdoutFile))
 	if err != nil {
 		return err
