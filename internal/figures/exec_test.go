@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -84,11 +86,16 @@ mkdir -p "$out" && cp ` + result + `/* "$out"/
 		Expect(read(cfg.README)).To(Equal(readmeText))
 	})
 
-	It("a run past --timeout is stopped and fails", func() {
-		bin := script("exec sleep 30\n")
-		cfg, _, _ := setup(readmeText, figures.Exec{Root: root, Capbench: bin, Timeout: 200 * time.Millisecond})
+	It("a run past --timeout is stopped with its children, and fails", func() {
+		pidFile := filepath.Join(GinkgoT().TempDir(), "pid")
+		// A child of the child, as go test runs the benchmark binary.
+		bin := script("sleep 30 &\necho $! > " + pidFile + "\nwait\n")
+		cfg, _, _ := setup(readmeText, figures.Exec{Root: root, Capbench: bin, Timeout: 300 * time.Millisecond})
 		rows := []figures.Row{{Name: "c", What: "w", Figure: "x", Runs: []figures.Run{{Kind: figures.CapbenchChaos, Args: []string{"chaos"}}}}}
-		Expect(figures.Generate(ctx, cfg, rows)).To(MatchError(ContainSubstring("context deadline exceeded (after 200ms)")))
+		Expect(figures.Generate(ctx, cfg, rows)).To(MatchError(ContainSubstring("context deadline exceeded (after 300ms)")))
 		Expect(read(cfg.README)).To(Equal(readmeText))
+		pid, err := strconv.Atoi(strings.TrimSpace(read(pidFile)))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error { return syscall.Kill(pid, 0) }).WithTimeout(5 * time.Second).Should(MatchError(syscall.ESRCH))
 	})
 })

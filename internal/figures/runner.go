@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -102,15 +103,27 @@ func (e Exec) Run(ctx context.Context, run Run, dir string) error {
 	if e.Echo != nil {
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, e.Echo), io.MultiWriter(stderr, e.Echo)
 	}
-	cmd.WaitDelay = 10 * time.Second
+	ownGroup(cmd, syscall.SIGKILL)
 	runErr := cmd.Run()
-	if ctx.Err() != nil {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		runErr = fmt.Errorf("%w (after %s)", ctx.Err(), e.Timeout)
+	case ctx.Err() != nil:
+		runErr = ctx.Err()
 	}
 	if runErr != nil {
 		return fmt.Errorf("%s: %w%s", shellJoin(argv), runErr, tail(filepath.Join(dir, stderrFile), filepath.Join(dir, stdoutFile)))
 	}
 	return errors.Join(stdout.Close(), stderr.Close())
+}
+
+// ownGroup runs cmd in its own process group and, when ctx ends, sends sig
+// to the whole group: go test runs the benchmark as a child of its own,
+// which a signal to the go process alone would leave running.
+func ownGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, sig) }
+	cmd.WaitDelay = 10 * time.Second
 }
 
 // tail is the last lines a failed run wrote, for the error message.

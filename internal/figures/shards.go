@@ -116,8 +116,7 @@ func (e Exec) start(ctx context.Context, dir, name, cwd string, argv []string) (
 		w = io.MultiWriter(log, e.Echo)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
+	ownGroup(cmd, syscall.SIGTERM)
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("%s: %w", line, err)
