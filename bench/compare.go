@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // Direction says which way a metric is better.
@@ -132,13 +134,13 @@ func Compare(base, next *Result, threshold float64) (*Comparison, error) {
 				continue
 			}
 			ci := BootstrapRatioCI(a, b, uint64(k.stage*31+mi))
-			switch ma, mb := Median(a), Median(b); {
+			switch ma, mb := stats.Median(a), stats.Median(b); {
 			case ma == 0 && mb == 0: // e.g. the ITL of a buffering proxy: no change
 				ci = Interval{Value: 1, Low: 1, High: 1, N: min(len(a), len(b))}
 			case ma == 0: // no ratio to a zero base
 				continue
 			}
-			c := Change{Stage: k.stage, Path: k.path, Metric: m.name, Direction: m.dir, Base: Median(a), New: Median(b), Ratio: ci}
+			c := Change{Stage: k.stage, Path: k.path, Metric: m.name, Direction: m.dir, Base: stats.Median(a), New: stats.Median(b), Ratio: ci}
 			if m.dir == LowerIsBetter {
 				c.Regression = ci.Value > 1+threshold && ci.Low > 1
 				c.Improvement = ci.Value < 1-threshold && ci.High < 1

@@ -1,6 +1,10 @@
 package bench
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/capbench/capbench/internal/stats"
+)
 
 // KneePoint is one stage's position on the sweep axis and its throughput.
 type KneePoint struct {
@@ -53,7 +57,7 @@ func FindKnee(sums []Summary, stages []StageInfo, p Path) *Knee {
 		lat[x] = append(lat[x], s.E2EL.P50)
 	}
 	for _, x := range xs {
-		pt := KneePoint{X: x, OutputThroughput: Median(tput[x]), E2ELP50MS: Median(lat[x]), Rounds: len(tput[x])}
+		pt := KneePoint{X: x, OutputThroughput: stats.Median(tput[x]), E2ELP50MS: stats.Median(lat[x]), Rounds: len(tput[x])}
 		k.Points = append(k.Points, pt)
 		k.Max = max(k.Max, pt.OutputThroughput)
 	}

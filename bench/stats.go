@@ -3,6 +3,8 @@ package bench
 import (
 	"math/rand/v2"
 	"slices"
+
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // Interval is a point estimate with a confidence interval.
@@ -11,20 +13,6 @@ type Interval struct {
 	Low   float64 `json:"low"`
 	High  float64 `json:"high"`
 	N     int     `json:"n"`
-}
-
-// Median of xs (0 for none). xs is not modified.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
 }
 
 // bootstrapRounds trades precision of the interval ends for time.
@@ -50,7 +38,7 @@ func thin(xs []float64) []float64 {
 // BootstrapMedianCI is the median of xs with a 95% percentile-bootstrap
 // interval (seeded, so a report is reproducible).
 func BootstrapMedianCI(xs []float64, seed uint64) Interval {
-	out := Interval{Value: Median(xs), N: len(xs)}
+	out := Interval{Value: stats.Median(xs), N: len(xs)}
 	xs = thin(xs)
 	if len(xs) < 2 {
 		out.Low, out.High = out.Value, out.Value
@@ -63,7 +51,7 @@ func BootstrapMedianCI(xs []float64, seed uint64) Interval {
 		for j := range buf {
 			buf[j] = xs[r.IntN(len(xs))]
 		}
-		meds[i] = Median(buf)
+		meds[i] = stats.Median(buf)
 	}
 	slices.Sort(meds)
 	out.Low, out.High = meds[bootstrapRounds*25/1000], meds[bootstrapRounds*975/1000-1]
@@ -73,7 +61,7 @@ func BootstrapMedianCI(xs []float64, seed uint64) Interval {
 // BootstrapRatioCI is median(b)/median(a) with a 95% interval from
 // resampling both sides independently (unpaired samples).
 func BootstrapRatioCI(a, b []float64, seed uint64) Interval {
-	ma, mb := Median(a), Median(b)
+	ma, mb := stats.Median(a), stats.Median(b)
 	out := Interval{N: min(len(a), len(b))}
 	if ma == 0 || len(a) == 0 || len(b) == 0 {
 		return out
@@ -94,8 +82,8 @@ func BootstrapRatioCI(a, b []float64, seed uint64) Interval {
 		for j := range bb {
 			bb[j] = b[r.IntN(len(b))]
 		}
-		if m := Median(ba); m > 0 {
-			ratios = append(ratios, Median(bb)/m)
+		if m := stats.Median(ba); m > 0 {
+			ratios = append(ratios, stats.Median(bb)/m)
 		}
 	}
 	slices.Sort(ratios)

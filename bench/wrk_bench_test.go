@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 const (
@@ -142,12 +143,12 @@ func BenchmarkLoadGeneratorVsWrk(b *testing.B) {
 					wrks, ours, toks, ratios = append(wrks, w), append(ours, o), append(toks, t), append(ratios, o/w)
 				}
 			}
-			b.ReportMetric(bench.Median(wrks), "wrk-req/s")
-			b.ReportMetric(bench.Median(ours), "capbench-req/s")
-			b.ReportMetric(bench.Median(ratios), "ratio")
+			b.ReportMetric(stats.Median(wrks), "wrk-req/s")
+			b.ReportMetric(stats.Median(ours), "capbench-req/s")
+			b.ReportMetric(stats.Median(ratios), "ratio")
 			if tc.stream {
-				b.ReportMetric(bench.Median(toks), "capbench-tok/s")
-				b.ReportMetric(bench.Median(wrks)*streamChunks, "wrk-tok/s")
+				b.ReportMetric(stats.Median(toks), "capbench-tok/s")
+				b.ReportMetric(stats.Median(wrks)*streamChunks, "wrk-tok/s")
 			}
 			b.ReportMetric(0, "ns/op")
 		})

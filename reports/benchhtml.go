@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // uPlot (MIT, npm package uplot 1.6.32) is embedded so the report opens
@@ -127,7 +128,7 @@ func sweepCharts(r *bench.Result) []*chart {
 				for _, s := range m[x] {
 					v = append(v, f(s))
 				}
-				col[i] = bench.Median(v)
+				col[i] = stats.Median(v)
 			}
 			return col
 		}
@@ -205,7 +206,7 @@ func sessionChart(r *bench.Result) *chart {
 			continue
 		}
 		c.Data[0] = append(c.Data[0], float64(t))
-		c.Data[1] = append(c.Data[1], bench.Median(v))
+		c.Data[1] = append(c.Data[1], stats.Median(v))
 		c.Data[2] = append(c.Data[2], slices.Max(v))
 	}
 	return c

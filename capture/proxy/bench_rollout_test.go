@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/stats"
 	"github.com/capbench/capbench/internal/syncfloor"
 )
 
@@ -116,24 +116,24 @@ func benchLongRollout(b *testing.B, kind string) {
 		}
 		_ = p.Close()
 		_ = st.Close()
-		lateRatio = append(lateRatio, median(added[calls-10:])/median(direct[calls-10:]))
-		earlyRatio = append(earlyRatio, median(added[10:20])/median(direct[10:20]))
-		lateDirect = append(lateDirect, median(direct[calls-10:]))
+		lateRatio = append(lateRatio, stats.Median(added[calls-10:])/stats.Median(direct[calls-10:]))
+		earlyRatio = append(earlyRatio, stats.Median(added[10:20])/stats.Median(direct[10:20]))
+		lateDirect = append(lateDirect, stats.Median(direct[calls-10:]))
 		lastPrompt = append(lastPrompt, promptTokens)
 		if kind == "file" {
-			floorRatio = append(floorRatio, durableFloor(b, dir, fmt.Sprintf("long-%d", it))/median(direct[calls-10:]))
+			floorRatio = append(floorRatio, durableFloor(b, dir, fmt.Sprintf("long-%d", it))/stats.Median(direct[calls-10:]))
 		}
 	}
 	if kind == "file" {
 		// What the disk alone takes for the two durable appends of the
 		// last call (its intent and its record line), as a ratio to the
 		// direct call: the part of added/direct no store can avoid here.
-		b.ReportMetric(median(floorRatio), "fsync-floor/direct@200")
+		b.ReportMetric(stats.Median(floorRatio), "fsync-floor/direct@200")
 	}
-	b.ReportMetric(median(lateRatio), "added/direct@200")
-	b.ReportMetric(median(earlyRatio), "added/direct@20")
-	b.ReportMetric(median(lateDirect), "direct-µs@200")
-	b.ReportMetric(median(lastPrompt), "prompt-tokens@200")
+	b.ReportMetric(stats.Median(lateRatio), "added/direct@200")
+	b.ReportMetric(stats.Median(earlyRatio), "added/direct@20")
+	b.ReportMetric(stats.Median(lateDirect), "direct-µs@200")
+	b.ReportMetric(stats.Median(lastPrompt), "prompt-tokens@200")
 }
 
 // durableFloor is the median µs, on the disk under dir, of appending and
@@ -156,13 +156,4 @@ func durableFloor(b *testing.B, dir, rollout string) float64 {
 		b.Fatal(err)
 	}
 	return float64(took) / 1e3
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -122,14 +125,42 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	client := benchClient()
 	concurrency := []int{1, 16, 64}
 
-	direct := map[int]float64{}
+	direct, directRate := map[int]float64{}, map[int]float64{}
 	b.Run("direct", func(b *testing.B) {
 		for _, c := range concurrency {
 			b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
 				lat := runLoad(b, client, func(int) string { return fake.URL() + "/v1/chat/completions" }, body, c)
 				direct[c] = quantile(lat, 0.5)
+				directRate[c] = float64(b.N) / b.Elapsed().Seconds()
+				b.ReportMetric(directRate[c], "calls/s")
 				b.ReportMetric(direct[c], "p50-µs")
 				b.ReportMetric(quantile(lat, 0.99), "p99-µs")
+			})
+		}
+	})
+
+	// The peer for the proxy's own cost: a bare reverse proxy (the
+	// standard library's, no capture) in front of the same fake.
+	bareRate := map[int]float64{}
+	b.Run("bare-reverse-proxy", func(b *testing.B) {
+		target, err := url.Parse(fake.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.Transport = benchClient().Transport
+		bare := httptest.NewServer(rp)
+		defer bare.Close()
+		for _, c := range concurrency {
+			b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+				lat := runLoad(b, client, func(int) string { return bare.URL + "/v1/chat/completions" }, body, c)
+				bareRate[c] = float64(b.N) / b.Elapsed().Seconds()
+				b.ReportMetric(bareRate[c], "calls/s")
+				b.ReportMetric(quantile(lat, 0.5), "p50-µs")
+				if d, ok := direct[c]; ok {
+					b.ReportMetric(quantile(lat, 0.5)-d, "added-p50-µs")
+					b.ReportMetric(bareRate[c]/directRate[c], "x-direct")
+				}
 			})
 		}
 	})
@@ -168,8 +199,14 @@ func BenchmarkProxyOverhead(b *testing.B) {
 					p50 := quantile(lat, 0.5)
 					b.ReportMetric(p50, "p50-µs")
 					b.ReportMetric(quantile(lat, 0.99), "p99-µs")
+					rate := float64(b.N) / b.Elapsed().Seconds()
+					b.ReportMetric(rate, "calls/s")
 					if d, ok := direct[c]; ok {
 						b.ReportMetric(p50-d, "added-p50-µs")
+						b.ReportMetric(rate/directRate[c], "x-direct")
+					}
+					if r, ok := bareRate[c]; ok {
+						b.ReportMetric(rate/r, "x-bare-proxy")
 					}
 					storeMicros := storeMeanMicros(b, reg, "begin_call") + storeMeanMicros(b, reg, "put")
 					b.ReportMetric(storeMicros, "store-mean-µs")

@@ -76,3 +76,8 @@ func (g *GroupSync) Waiting() int {
 	defer g.g.mu.Unlock()
 	return g.g.next.writers
 }
+
+// KernelAtLeast exposes the kernel release comparison to specs.
+func KernelAtLeast(release string, major, minor int) bool {
+	return kernelAtLeast(release, major, minor)
+}

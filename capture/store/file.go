@@ -90,7 +90,8 @@ func WithStateWriteEveryPut() FileOption {
 // fdatasync(2), as Gym's store does, instead of joining a group sync of the
 // file system (docs/store.md#group-commit). A group sync also writes back
 // whatever else is dirty on that file system, so on a disk shared with heavy
-// writers this can be the faster choice.
+// writers this can be the faster choice. Kernels before Linux 5.8, whose
+// syncfs does not report write-back errors, always sync per file.
 func WithPerFileSync() FileOption {
 	return func(s *FileStore) { s.group = nil }
 }
@@ -174,7 +175,10 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
 	}
-	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush, group: newGroupSync()}
+	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
+	if syncfsReportsErrors() {
+		s.group = newGroupSync()
+	}
 	for _, o := range opts {
 		o(s)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 
@@ -43,6 +44,27 @@ func newSyncGroup() *syncGroup {
 
 func newGroupSync() *groupSync {
 	return &groupSync{syncAll: syncfs, syncOne: datasync, next: newSyncGroup()}
+}
+
+// syncfsReportsErrors is whether this kernel's syncfs(2) returns write-back
+// errors: before Linux 5.8 it returned 0 even when writing back failed, so
+// a group sync there could acknowledge a record that never reached the disk.
+func syncfsReportsErrors() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 8)
+}
+
+// kernelAtLeast reports whether a release string such as "6.18.44-fc"
+// names version major.minor or later.
+func kernelAtLeast(release string, major, minor int) bool {
+	var maj, min int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &maj, &min); n != 2 {
+		return false
+	}
+	return maj > major || (maj == major && min >= minor)
 }
 
 // wait returns once a sync of the file system f is on, started after wait

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // BenchmarkGroupSync puts records from R rollouts at once (one goroutine
@@ -42,9 +40,9 @@ func BenchmarkGroupSync(b *testing.B) {
 				group, perFile = append(group, rates[0]), append(perFile, rates[1])
 				ratio = append(ratio, rates[0]/rates[1])
 			}
-			b.ReportMetric(medianOf(group), "group-calls/s")
-			b.ReportMetric(medianOf(perFile), "per-file-calls/s")
-			b.ReportMetric(medianOf(ratio), "group/per-file")
+			b.ReportMetric(stats.Median(group), "group-calls/s")
+			b.ReportMetric(stats.Median(perFile), "per-file-calls/s")
+			b.ReportMetric(stats.Median(ratio), "group/per-file")
 		})
 	}
 }
@@ -67,32 +65,6 @@ func putCalls(b *testing.B, dir string, opts []store.FileOption, rollouts, perRo
 			entries[r] = append(entries[r], benchEntry(fmt.Sprintf("g-%d", r), i))
 		}
 	}
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for r := range rollouts {
-		wg.Go(func() {
-			for _, e := range entries[r] {
-				if err := s.BeginCall(ctx, e.RolloutID, e.ModelCallID); err != nil {
-					b.Error(err)
-					return
-				}
-				if err := s.Put(ctx, e); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(rollouts*perRollout) / time.Since(start).Seconds()
-}
-
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
+	took := putConcurrently(context.Background(), b, s, entries, true)
+	return float64(rollouts*perRollout) / took.Seconds()
 }

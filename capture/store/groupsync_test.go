@@ -85,4 +85,15 @@ var _ = Describe("group sync", func() {
 		Expect(one.Load()).To(Equal(int64(10)))
 		Expect(all.Load()).To(BeZero())
 	})
+
+	DescribeTable("is used only on kernels whose syncfs reports write-back errors (5.8 and later)",
+		func(release string, want bool) {
+			Expect(store.KernelAtLeast(release, 5, 8)).To(Equal(want))
+		},
+		Entry("this machine's kind", "6.18.44-fc-v669", true),
+		Entry("5.8 itself", "5.8.0", true),
+		Entry("5.4, whose syncfs returns 0 after a failed write-back", "5.4.0-150-generic", false),
+		Entry("4.19", "4.19.0", false),
+		Entry("a release it cannot read", "unknown", false),
+	)
 })

@@ -1,8 +1,9 @@
 package gympeer
 
 import (
-	"slices"
 	"time"
+
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // Paired collects one figure per round for ours and for Gym, measured in
@@ -34,22 +35,9 @@ func (p *Paired) Ratio() float64 {
 			rs = append(rs, p.gym[i]/o)
 		}
 	}
-	return median(rs)
+	return stats.Median(rs)
 }
 
 // Ours and Gym are the median per-round times in milliseconds.
-func (p *Paired) Ours() float64 { return median(p.ours) * 1e3 }
-func (p *Paired) Gym() float64  { return median(p.gym) * 1e3 }
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
-}
+func (p *Paired) Ours() float64 { return stats.Median(p.ours) * 1e3 }
+func (p *Paired) Gym() float64  { return stats.Median(p.gym) * 1e3 }

@@ -131,7 +131,7 @@ func runLoad(ctx context.Context, url, base string, writers, calls int, fault fu
 
 // audit freezes every rollout with a fresh client and checks the contract:
 // acknowledged records are there exactly once, and a rollout with a begun
-// call that was not acknowledged is incomplete.
+// call that was not stored is incomplete.
 func audit(ctx context.Context, url string, out []callOutcome) loadReport {
 	s := open(ctx, url)
 	byRollout := map[string][]callOutcome{}
@@ -169,7 +169,11 @@ func audit(ctx context.Context, url string, out []callOutcome) loadReport {
 			if have[oc.call] > 1 {
 				rep.Duplicates++
 			}
-			if oc.begun && !oc.acked {
+			// A put whose acknowledgement was lost in the fault may still
+			// have been stored: that call is not lost, and its record
+			// resolves its intent. Only a begun call with no record must
+			// leave the rollout incomplete.
+			if oc.begun && !oc.acked && have[oc.call] == 0 {
 				failed = true
 			}
 		}
