@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // BenchSet holds the metrics of `go test -bench` output: for each benchmark
@@ -126,7 +128,7 @@ func (s BenchSet) Med(name, unit string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return median(vs), nil
+	return stats.Median(vs), nil
 }
 
 // Min is the smallest value of one metric over the runs.
@@ -151,14 +153,4 @@ func (s BenchSet) Max(name, unit string) (float64, error) {
 func (s BenchSet) Count(name, unit string) (int, error) {
 	vs, err := s.values(name, unit)
 	return len(vs), err
-}
-
-func median(vs []float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

@@ -42,14 +42,15 @@ func Rows() []Row {
 			What: "capture proxy + file store, 64 rollouts × 50 small calls, against direct to the fake in the same run",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "1500x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
-				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}), bounded by two ` + "`fdatasync`s per call on this disk",
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency`,
 		},
 		{
 			Name: "long-rollout",
 			What: "proxy's added cost at call 200 of a rollout growing to 31.5k prompt tokens, as a ratio to the direct call, proxy and direct alternating",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "BenchmarkLongRollout", "-benchtime", "1x"}}},
 			Figure: `memory store {{.Med "LongRollout/memory" "added/direct@200" | f 2}}× (was 8.7–11× when every call re-parsed the rollout);` +
-				` file store {{.Med "LongRollout/file" "added/direct@200" | f 1}}× (two ` + "`fdatasync`s per call)",
+				` file store {{.Med "LongRollout/file" "added/direct@200" | f 1}}× (two bare ` + "`fdatasync`s alone: {{.Med \"LongRollout/file\" \"fsync-floor/direct@200\" | f 1}}×)",
 		},
 		{
 			Name: "resolve-read",
@@ -70,6 +71,13 @@ func Rows() []Row {
 				` {{if .Has "PutVsGym/rollouts=64" "x-gym"}}NeMo Gym's ` + "`TokenCaptureStore`" + ` on the same records, alternating rounds: {{.Med "PutVsGym/rollouts=64" "gym-puts/s" | k 1}} puts/s` +
 				` vs our {{.Med "PutVsGym/rollouts=64" "puts/s" | k 1}} (Gym's time {{.Med "PutVsGym/rollouts=64" "x-gym" | f 1}}× ours; with ` + "`begin_call`" + ` before each put {{.Med "PutVsGym/rollouts=64/begin_call+put" "x-gym" | f 1}}×)` +
 				`{{else}}NeMo Gym's store not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set, docs/gym-peer.md; 1.4–1.6k puts/s in an earlier run){{end}}`,
+		},
+		{
+			Name: "group-sync",
+			What: "file store, 64 rollouts at once, a `begin_call` before each put: group sync (the default) vs one `fdatasync` per append (`--sync file`), alternating rounds",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "GroupSync", "-benchtime", "8x"}}},
+			Figure: `{{.Med "GroupSync/rollouts=64" "group-calls/s" | k 1}} vs {{.Med "GroupSync/rollouts=64" "per-file-calls/s" | k 1}} calls/s: {{.Med "GroupSync/rollouts=64" "group/per-file" | f 2}}×;` +
+				` 16 rollouts {{.Med "GroupSync/rollouts=16" "group/per-file" | f 2}}×, one rollout alone {{.Med "GroupSync/rollouts=1" "group/per-file" | f 2}}×`,
 		},
 		{
 			Name: "nats-put",
@@ -149,8 +157,8 @@ func Rows() []Row {
 			Name: "bench-zero-latency",
 			What: "capture path's own cost: zero-latency fake, c=16, 3 rounds of 2000 pairs",
 			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--concurrency", "16", "--requests", "2000", "--rounds", "3"}}},
-			Figure: `+{{.OverheadSpan "added_e2el_ms" 1}} ms p50 per call over the rounds ({{.OverheadSpan "e2el_ratio" 1}}× a microsecond fake): the file-store put with ` + "`fdatasync`" +
-				` per call; {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact{{end}}`,
+			Figure: `+{{.OverheadSpan "added_e2el_ms" 1}} ms p50 per call over the rounds ({{.OverheadSpan "e2el_ratio" 1}}× a microsecond fake): the file store making each call durable;` +
+				` {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact{{end}}`,
 		},
 		{
 			Name: "bench-kv-knee",
