@@ -40,10 +40,18 @@ func Rows() []Row {
 		{
 			Name: "proxy-filestore",
 			What: "capture proxy + file store, 64 rollouts × 50 small calls, against direct to the fake in the same run",
-			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "1500x"}}},
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "4000x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency`,
+		},
+		{
+			Name: "proxy-overhead",
+			What: "capture proxy with the memory store, 16 concurrent small calls, against direct to the fake and a bare standard-library reverse proxy in front of it, same run",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyOverhead/^(direct|bare-reverse-proxy|proxy)$/^c=16$", "-benchtime", "20000x"}}},
+			Figure: `{{.Med "ProxyOverhead/proxy/c=16" "x-direct" | f 2}}× direct's throughput, +{{.Med "ProxyOverhead/proxy/c=16" "added-p50-µs" | f 0}} µs p50;` +
+				` the bare reverse proxy alone: {{.Med "ProxyOverhead/bare-reverse-proxy/c=16" "x-direct" | f 2}}×, +{{.Med "ProxyOverhead/bare-reverse-proxy/c=16" "added-p50-µs" | f 0}} µs` +
+				` (capture reaches {{.Med "ProxyOverhead/proxy/c=16" "x-bare-proxy" | f 2}}× the bare proxy's throughput: every call gets a second HTTP server and client)`,
 		},
 		{
 			Name: "long-rollout",
