@@ -60,10 +60,11 @@ func ReadLinesChunked(r io.Reader, chunk int) ([]LineRead, error) {
 type GroupSync struct{ g *groupSync }
 
 // NewGroupSync returns a group sync that runs syncAll for a group of
-// writers and syncOne for a writer alone.
-func NewGroupSync(syncAll, syncOne func(*os.File) error) *GroupSync {
+// writers and syncOne for a writer alone, grouping writers from groupFrom
+// syncing at once.
+func NewGroupSync(syncAll, syncOne func(*os.File) error, groupFrom int) *GroupSync {
 	g := newGroupSync()
-	g.syncAll, g.syncOne = syncAll, syncOne
+	g.syncAll, g.syncOne, g.groupFrom = syncAll, syncOne, groupFrom
 	return &GroupSync{g}
 }
 

@@ -19,7 +19,7 @@ import (
 // the same run. One op is one round of R×16 calls per mode; it reports each
 // mode's calls/s and the median per-round ratio group/per-file.
 func BenchmarkGroupSync(b *testing.B) {
-	for _, rollouts := range []int{1, 16, 64} {
+	for _, rollouts := range []int{1, 2, 4, 8, 16, 64} {
 		b.Run(fmt.Sprintf("rollouts=%d", rollouts), func(b *testing.B) {
 			root := b.TempDir()
 			const perRollout = 16

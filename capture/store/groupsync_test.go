@@ -28,7 +28,7 @@ var _ = Describe("group sync", func() {
 				}
 			}
 		}
-		g := store.NewGroupSync(syncFn, syncFn)
+		g := store.NewGroupSync(syncFn, syncFn, 1)
 		const writers, rounds = 64, 5
 		var wg sync.WaitGroup
 		var early atomic.Int64
@@ -54,7 +54,7 @@ var _ = Describe("group sync", func() {
 		boom := errors.New("writeback failed")
 		alone := func(*os.File) error { close(started); <-release; return nil }
 		group := func(*os.File) error { return boom }
-		g := store.NewGroupSync(group, alone)
+		g := store.NewGroupSync(group, alone, 1)
 		first := make(chan error, 1)
 		go func() { first <- g.Wait(nil) }()
 		// The first writer is alone: its sync runs (and blocks) while the
@@ -72,13 +72,13 @@ var _ = Describe("group sync", func() {
 			Expect(<-results).To(MatchError(boom))
 		}
 		// The next writer starts a new group, which the failure does not touch.
-		g2ok := store.NewGroupSync(func(*os.File) error { return nil }, func(*os.File) error { return nil })
+		g2ok := store.NewGroupSync(func(*os.File) error { return nil }, func(*os.File) error { return nil }, 1)
 		Expect(g2ok.Wait(nil)).To(Succeed())
 	})
 
 	It("syncs a writer alone with its own file's sync", func() {
 		var all, one atomic.Int64
-		g := store.NewGroupSync(func(*os.File) error { all.Add(1); return nil }, func(*os.File) error { one.Add(1); return nil })
+		g := store.NewGroupSync(func(*os.File) error { all.Add(1); return nil }, func(*os.File) error { one.Add(1); return nil }, 1)
 		for range 10 {
 			Expect(g.Wait(nil)).To(Succeed())
 		}
@@ -96,4 +96,47 @@ var _ = Describe("group sync", func() {
 		Entry("4.19", "4.19.0", false),
 		Entry("a release it cannot read", "unknown", false),
 	)
+
+	It("lets writers sync their own files while fewer than the threshold are syncing, and groups the rest", func() {
+		var all, one atomic.Int64
+		release, leaderIn, releaseLeader := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var inOne sync.WaitGroup
+		inOne.Add(3)
+		g := store.NewGroupSync(
+			func(*os.File) error { all.Add(1); return nil },
+			func(*os.File) error {
+				switch one.Add(1) {
+				case 1, 2, 3:
+					inOne.Done()
+					<-release
+				case 4:
+					close(leaderIn)
+					<-releaseLeader
+				}
+				return nil
+			},
+			4)
+		results := make(chan error, 8)
+		for range 3 {
+			go func() { results <- g.Wait(nil) }()
+		}
+		inOne.Wait()
+		Expect(one.Load()).To(Equal(int64(3)), "three writers, each in its own file's sync")
+		Expect(g.Waiting()).To(BeZero())
+		// The fourth writer syncing at once starts a group; alone in it, it
+		// syncs its own file while the next four gather behind it.
+		go func() { results <- g.Wait(nil) }()
+		Eventually(leaderIn).Should(BeClosed())
+		for range 4 {
+			go func() { results <- g.Wait(nil) }()
+		}
+		Eventually(g.Waiting).Should(Equal(4))
+		close(releaseLeader)
+		close(release)
+		for range 8 {
+			Expect(<-results).To(Succeed())
+		}
+		Expect(one.Load()).To(Equal(int64(4)))
+		Expect(all.Load()).To(Equal(int64(1)), "the four writers behind the leader shared one sync")
+	})
 })
