@@ -10,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/internal/gympeer"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // writeChainRollout writes one rollout of `calls` chained calls straight to
@@ -304,12 +305,22 @@ func coldLoop(b *testing.B, wholeProcess bool, run func(fs *store.FileStore)) {
 	var inProc, procs gympeer.Paired
 	var oursProc []float64
 	var oursDir, gymDir string
+	var peak int64
+	if wholeProcess {
+		dir := fresh("peak")
+		peak, _ = verdictPeak(b, bin, dir)
+		_ = os.RemoveAll(dir)
+	}
 	var gymLast gympeer.Reply
 	defer func() {
 		n := float64(max(i, 1))
 		b.ReportMetric(float64(cpu.Microseconds())/1e3/n, "cpu-ms/op")
 		if len(oursProc) > 0 {
-			b.ReportMetric(medianOf(oursProc)*1e3, "proc-ms")
+			b.ReportMetric(stats.Median(oursProc)*1e3, "proc-ms")
+		}
+		if peak > 0 {
+			b.ReportMetric(float64(peak)/(1<<20), "proc-peak-MiB")
+			b.ReportMetric(float64(peak)/float64(len(data)), "proc-peak/file")
 		}
 		if gym != nil && inProc.Rounds() > 0 {
 			b.ReportMetric(inProc.Gym(), "gym-ms")
@@ -422,6 +433,31 @@ func verdictProcess(b *testing.B, bin, dir string) time.Duration {
 	return wall
 }
 
+// verdictPeak is the peak resident memory (bytes) of one `capbench verdict
+// --capture-dir DIR --json`, as GNU time reports it; ok is false without
+// /usr/bin/time. (A child's own rusage cannot tell: Go starts it with vfork,
+// and exec charges the parent's high-water mark to the child.)
+func verdictPeak(b *testing.B, bin, dir string) (peak int64, ok bool) {
+	const gnuTime = "/usr/bin/time"
+	if _, err := os.Stat(gnuTime); err != nil {
+		return 0, false
+	}
+	report := filepath.Join(b.TempDir(), "time.txt")
+	out, err := exec.Command(gnuTime, "-f", "%M", "-o", report, bin, "verdict", "--capture-dir", dir, "--json").CombinedOutput()
+	if err != nil {
+		b.Fatalf("capbench verdict under %s: %v: %s", gnuTime, err, out)
+	}
+	text, err := os.ReadFile(report)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kb, err := strconv.ParseInt(strings.TrimSpace(string(text)), 10, 64)
+	if err != nil {
+		b.Fatalf("%s -f %%M wrote %q: %v", gnuTime, text, err)
+	}
+	return kb * 1024, true
+}
+
 // capbenchBinary is CAPBENCH_BIN, or capbench built once for this benchmark.
 func capbenchBinary(b *testing.B) string {
 	if bin := os.Getenv("CAPBENCH_BIN"); bin != "" {
@@ -509,16 +545,4 @@ func crossCheck(b *testing.B, gym *gymSession, oursDir, gymDir string, gymRep gy
 				m.NCalls, m.Chains, m.GeneratedTokensDelivered, g.NCalls, g.Chains, g.GeneratedTokensDelivered)
 		}
 	}
-}
-
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

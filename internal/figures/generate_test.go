@@ -107,8 +107,8 @@ var _ = Describe("Generate", func() {
 		},
 		Entry("consumer, Gym run", "testdata/saved-gym", "consume-cold", "40 ms CPU per rollout (42 ms wall). NeMo Gym's `trajectories_for_rollout` in the same run: 494 ms in Python, 11.7× our time |"),
 		Entry("consumer, no Gym", saved, "consume-cold", "41 ms CPU per rollout (50 ms wall). Peer not rerun here (`CAPBENCH_GYM_DIR` not set, docs/gym-peer.md)"),
-		Entry("verdict process, Gym run", "testdata/saved-gym", "verdict-process", "46 ms wall per process (24 ms CPU in-process); NeMo Gym as a process on the same rollout, same run: 1371 ms, 30.3× our process;"),
-		Entry("verdict process, no Gym", saved, "verdict-process", "48 ms wall per process (23 ms CPU in-process); Gym peer not rerun here"),
+		Entry("verdict process, Gym run", "testdata/saved-gym", "verdict-process", "28 ms wall per process (25 ms CPU in-process); NeMo Gym as a process on the same rollout, same run: 1189 ms, 42.4× our process; peak RSS 25.6 MiB (1.30× the file)"),
+		Entry("verdict process, no Gym", saved, "verdict-process", "30 ms wall per process (23 ms CPU in-process); Gym peer not rerun here (`CAPBENCH_GYM_DIR` not set); peak RSS 26.5 MiB (1.35× the file)"),
 		Entry("store, Gym run", "testdata/saved-gym", "store-put", "NeMo Gym's `TokenCaptureStore` on the same records, alternating rounds: 1.3k puts/s vs our 11.8k (Gym's time 11.2× ours; with `begin_call` before each put 10.6×) |"),
 		Entry("store, no Gym", saved, "store-put", "NeMo Gym's store not rerun here (`CAPBENCH_GYM_DIR` not set"),
 	)

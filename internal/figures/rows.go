@@ -28,7 +28,8 @@ func Rows() []Row {
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/consumer", "-run", "^$", "-bench", "JudgeCold200x32k", "-benchtime", "20x"}}},
 			Figure: `{{.Med "JudgeCold200x32k" "proc-ms" | f 0}} ms wall per process ({{.Med "JudgeCold200x32k" "cpu-ms/op" | f 0}} ms CPU in-process);` +
 				` {{if .Has "JudgeCold200x32k" "x-gym-proc"}}NeMo Gym as a process on the same rollout, same run: {{.Med "JudgeCold200x32k" "gym-proc-ms" | f 0}} ms, {{.Med "JudgeCold200x32k" "x-gym-proc" | f 1}}× our process` +
-				`{{else}}Gym peer not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set){{end}}; peak RSS not rerun by ` + "`make figures`" + ` (42 MB, 2.0× the file, in an earlier ` + "`/usr/bin/time -v`" + ` run)`,
+				`{{else}}Gym peer not rerun here (` + "`CAPBENCH_GYM_DIR`" + ` not set){{end}};` +
+				` {{if .Has "JudgeCold200x32k" "proc-peak-MiB"}}peak RSS {{.Med "JudgeCold200x32k" "proc-peak-MiB" | f 1}} MiB ({{.Med "JudgeCold200x32k" "proc-peak/file" | f 2}}× the file){{else}}peak RSS not measured (no ` + "`/usr/bin/time`" + `){{end}}`,
 		},
 		{
 			Name: "body-memory",
