@@ -479,27 +479,10 @@ type gymSession struct {
 
 // startGym starts the Gym peer, or says it was not run (nil).
 func startGym(b *testing.B) *gymSession {
-	ctx := context.Background()
-	peer, err := gympeer.FromEnv(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	peer, s := gympeer.ForBenchmark(b, record.SchemaVersion)
 	if peer == nil {
-		b.Log(gympeer.NotConfigured)
 		return nil
 	}
-	if err := peer.Reads(record.SchemaVersion); err != nil {
-		b.Fatal(err)
-	}
-	s, err := peer.Start(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			b.Error(err)
-		}
-	})
 	return &gymSession{peer: peer, s: s}
 }
 

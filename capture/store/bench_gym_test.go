@@ -172,18 +172,9 @@ type gymStore struct{ s *gympeer.Session }
 // lines to a file it loads (untimed) each round; nil when it is not
 // configured, after saying so.
 func startGymStore(b *testing.B, entries []*record.Entry) (*gymStore, string) {
-	ctx := context.Background()
-	tmp := b.TempDir()
-	peer, err := gympeer.FromEnv(ctx, tmp)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if peer == nil {
-		b.Log(gympeer.NotConfigured)
+	_, s := gympeer.ForBenchmark(b, record.SchemaVersion)
+	if s == nil {
 		return nil, ""
-	}
-	if err := peer.Reads(record.SchemaVersion); err != nil {
-		b.Fatal(err)
 	}
 	var lines bytes.Buffer
 	for _, e := range entries {
@@ -193,19 +184,10 @@ func startGymStore(b *testing.B, entries []*record.Entry) (*gymStore, string) {
 		}
 		lines.Write(append(line, '\n'))
 	}
-	file := filepath.Join(tmp, "entries.jsonl")
+	file := filepath.Join(b.TempDir(), "entries.jsonl")
 	if err := os.WriteFile(file, lines.Bytes(), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	s, err := peer.Start(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			b.Error(err)
-		}
-	})
 	return &gymStore{s: s}, file
 }
 

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -239,4 +240,34 @@ func (t *tail) String() string {
 		return "(empty)"
 	}
 	return s
+}
+
+// ForBenchmark is the peer the environment configures, checked to read
+// record schema, with a session closed when tb's cleanup runs. Without a
+// configured peer it logs NotConfigured and returns nils; an unusable one
+// fails tb.
+func ForBenchmark(tb testing.TB, schema int) (*Peer, *Session) {
+	tb.Helper()
+	ctx := context.Background()
+	peer, err := FromEnv(ctx, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if peer == nil {
+		tb.Log(NotConfigured)
+		return nil, nil
+	}
+	if err := peer.Reads(schema); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := peer.Start(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return peer, s
 }
