@@ -354,7 +354,8 @@ func (r *readmeRun) ensureServices(ctx context.Context, args []string) {
 			cmd := r.command(context.WithoutCancel(ctx), srv, r.argv(sargs, strconv.Itoa(srv.line)), r.sandbox)
 			Expect(cmd.Start()).To(Succeed())
 			r.running[p] = cmd
-			Expect(waitHealthy(ctx, r.ports[p], cmd)).To(Succeed(), "README line %d: %s", srv.line, srv.text)
+			_, err := waitHealthy(ctx, r.ports[p], cmd)
+			Expect(err).NotTo(HaveOccurred(), "README line %d: %s", srv.line, srv.text)
 		}
 	}
 }
@@ -373,7 +374,9 @@ func (r *readmeRun) command(ctx context.Context, c readmeCommand, argv []string,
 	return cmd
 }
 
-func waitHealthy(ctx context.Context, port string, cmd *exec.Cmd) error {
+// waitHealthy waits until the server cmd started answers /health on port.
+// The returned channel receives the server's exit, whenever it comes.
+func waitHealthy(ctx context.Context, port string, cmd *exec.Cmd) (<-chan error, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.After(serverTimeout)
@@ -382,17 +385,16 @@ func waitHealthy(ctx context.Context, port string, cmd *exec.Cmd) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				go func() { <-exited }()
-				return nil
+				return exited, nil
 			}
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the server exited before answering /health: %v", err)
+			return exited, fmt.Errorf("the server exited before answering /health: %v", err)
 		case <-deadline:
-			return fmt.Errorf("no answer on /health within %s", serverTimeout)
+			return exited, fmt.Errorf("no answer on /health within %s", serverTimeout)
 		case <-ctx.Done():
-			return ctx.Err()
+			return exited, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -531,8 +533,16 @@ var _ = Describe("every command of README.md", Ordered, Label("readme", "slow"),
 				}
 				Expect(cmd.Start()).To(Succeed())
 				p := flagValue(mapped, "--port")
-				err := waitHealthy(ctx, p, cmd)
+				exited, err := waitHealthy(ctx, p, cmd)
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				// Until it has exited it may still answer on the port the
+				// next command's own server must bind.
+				select {
+				case <-exited:
+				case <-time.After(serverTimeout):
+					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					<-exited
+				}
 				Expect(err).NotTo(HaveOccurred())
 				return
 			}
