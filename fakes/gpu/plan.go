@@ -298,7 +298,7 @@ func (c *Capacity) BlocksFor(n int) int64 {
 // "GPU KV cache size: 249,856 tokens, Maximum concurrency for 65,536 tokens per request: 3.81x".
 func (c *Capacity) ConcurrencyLine() string {
 	return fmt.Sprintf("GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
-		thousands(c.KVCacheTokens), thousands(int64(c.MaxModelLen)), c.MaxConcurrency)
+		pyfmt.Thousands(c.KVCacheTokens), pyfmt.Thousands(int64(c.MaxModelLen)), c.MaxConcurrency)
 }
 
 // AvailableKVLine is vLLM's "Available KV cache memory: X GiB" log line.
@@ -348,24 +348,4 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func gibRound2(b int64) string {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(float64(b)/float64(GiB), 'f', 2, 64), 64)
 	return pyfmt.Float(r)
-}
-
-// thousands formats n with comma separators, as Python's f"{n:,}".
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, ch := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(ch)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

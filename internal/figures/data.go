@@ -10,6 +10,7 @@ import (
 
 	"github.com/capbench/capbench/bench"
 	"github.com/capbench/capbench/harness/chaos"
+	"github.com/capbench/capbench/internal/pyfmt"
 )
 
 // Data is what a row's Figure template sees: the metrics of its GoTest runs
@@ -152,20 +153,7 @@ func comma(v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s := strconv.FormatInt(int64(math.Round(x)), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String(), nil
-	}
-	return b.String(), nil
+	return pyfmt.Thousands(int64(math.Round(x))), nil
 }
 
 // kilo prints thousands with digits decimals: 3140 → "3.1k"; under 1000

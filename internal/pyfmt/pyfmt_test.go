@@ -49,3 +49,12 @@ var _ = DescribeTable("Str is Python's repr(str)",
 	Entry("control character", "a\x01b", `'a\x01b'`),
 	Entry("non-ASCII kept", "é", "'é'"),
 )
+
+var _ = DescribeTable(`Thousands is Python's f"{n:,}"`,
+	func(n int64, want string) { Expect(pyfmt.Thousands(n)).To(Equal(want)) },
+	Entry("under a thousand", int64(999), "999"),
+	Entry("zero", int64(0), "0"),
+	Entry("a thousand", int64(1000), "1,000"),
+	Entry("millions", int64(262144000), "262,144,000"),
+	Entry("negative", int64(-55521), "-55,521"),
+)
