@@ -6,13 +6,14 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/capbench/capbench/internal/loopback"
 )
 
 // MainPackage is the import path of the capbench command.
@@ -76,15 +77,6 @@ func FakeArgs(spec Spec, host string, port int) []string {
 	return args
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func startProcess(ctx context.Context, spec Spec) (_ Env, err error) {
 	l := &local{backend: Process}
 	defer func() {
@@ -103,7 +95,7 @@ func startProcess(ctx context.Context, spec Spec) (_ Env, err error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("pick a port: %w", err)
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/scenarios"
+
+	"github.com/capbench/capbench/internal/loopback"
 )
 
 // StartFake starts an in-process fake vLLM with the given server settings
@@ -75,7 +77,7 @@ func StartProxyProcess(ctx context.Context, spec ProxySpec) (*ProxyProcess, erro
 		return nil, fmt.Errorf("%w: ProxySpec.Binary is required", ErrInvalidSpec)
 	}
 	if spec.Port == 0 {
-		port, err := freePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			return nil, fmt.Errorf("pick a port: %w", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/capbench/capbench/bench"
+
+	"github.com/capbench/capbench/internal/loopback"
 )
 
 // Folders of a CapbenchShards run next to out/ (the merged result).
@@ -50,7 +51,7 @@ func (e Exec) benchArgv(run Run, url, out string) []string {
 // run.Shards processes started together, and merges them. Each command's
 // output goes to its own log in dir.
 func (e Exec) runShards(ctx context.Context, run Run, dir, cwd string) error {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return err
 	}
@@ -156,15 +157,6 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitHealthy polls url until it answers 200, the limit passes or the

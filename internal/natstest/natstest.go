@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/capbench/capbench/internal/loopback"
 )
 
 // MaxPayload is the server's max_payload: 8 MiB, room for the record of a
@@ -48,7 +50,7 @@ func SyncAlways() Option { return func(s *Server) { s.syncAlways = true } }
 
 // Start runs a server with JetStream storage under dir on a free port.
 func Start(dir string, opts ...Option) (*Server, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +118,6 @@ func (s *Server) Stop() {
 	s.srv = nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("natstest: pick a port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // BuildBinary compiles the nats-server main package of the required module
 // version into dir and returns the binary's path.
 func BuildBinary(dir string) (string, error) {
@@ -147,7 +140,7 @@ type Process struct {
 
 // StartProcess runs bin with JetStream storage under dir on a free port.
 func StartProcess(bin, dir string) (*Process, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +222,7 @@ func StartCluster(dir string, n int) (*Cluster, error) {
 	clusterPorts := make([]int, n)
 	var routes []string
 	for i := range n {
-		p, err := freePort()
+		p, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -237,7 +230,7 @@ func StartCluster(dir string, n int) (*Cluster, error) {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
 	for i := range n {
-		port, err := freePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}
