@@ -57,15 +57,8 @@ func BenchmarkLongRollout(b *testing.B) {
 }
 
 func benchLongRollout(b *testing.B, kind string) {
-	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 8, StdDev: 0.01, Min: 8}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	fake := benchFake(b, vllm.Options{MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 8, StdDev: 0.01, Min: 8}})
 	ctx := context.Background()
-	if err := fake.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer fake.Close()
 	client := benchClient()
 	turn := strings.TrimSpace(strings.Repeat("check the build log and report what failed there ", 15)) // ~160 tokens
 	const calls = 200

@@ -29,6 +29,26 @@ func benchClient() *http.Client {
 	return &http.Client{Transport: t}
 }
 
+// smallChatBody is the small non-streaming chat call the throughput
+// benchmarks send.
+var smallChatBody = []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
+
+// benchFake starts a fake vLLM serving "policy" with opts for one benchmark,
+// closed when the benchmark ends.
+func benchFake(b *testing.B, opts vllm.Options) *vllm.Server {
+	b.Helper()
+	opts.ServedModelNames = []string{"policy"}
+	fake, err := vllm.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := fake.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fake.Close() })
+	return fake
+}
+
 // runLoad sends b.N small non-streaming chat calls with c workers and
 // returns the sorted latencies.
 func runLoad(b *testing.B, client *http.Client, urlFor func(worker int) string, body []byte, c int) []time.Duration {
@@ -112,16 +132,9 @@ func storeMeanMicros(b *testing.B, reg *prometheus.Registry, op string) float64 
 // same run. The memory-store variant excludes fsync; the file-store variant
 // reports the store's begin_call and put (fsync included) separately.
 func BenchmarkProxyOverhead(b *testing.B) {
-	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
 	ctx := context.Background()
-	if err := fake.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer fake.Close()
-	body := []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
+	body := smallChatBody
 	client := benchClient()
 	concurrency := []int{1, 16, 64}
 
@@ -222,15 +235,8 @@ func BenchmarkProxyOverhead(b *testing.B) {
 // token information the proxy asks for, so the difference is the proxy's own
 // work (decoding, recording, re-encoding) plus one loopback hop.
 func BenchmarkProxyLargeCall(b *testing.B) {
-	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 1000, StdDev: 0.01, Min: 1000}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	fake := benchFake(b, vllm.Options{MaxModelLen: 65536, Lengths: vllm.Lengths{Mean: 1000, StdDev: 0.01, Min: 1000}})
 	ctx := context.Background()
-	if err := fake.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer fake.Close()
 	long := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog "), 800)
 	body := []byte(fmt.Sprintf(`{"model":"policy","max_tokens":1000,"messages":[{"role":"user","content":%q}]}`, long))
 	directBody := []byte(fmt.Sprintf(`{"model":"policy","max_tokens":1000,"logprobs":true,"top_logprobs":0,`+

@@ -76,16 +76,9 @@ func processCPU() time.Duration {
 // (x-fdatasync: the proxy's calls/s over that; above 1 only because the
 // store's group sync shares one sync among the calls waiting).
 func BenchmarkProxyFileStore(b *testing.B) {
-	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"}, Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
 	ctx := context.Background()
-	if err := fake.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer fake.Close()
-	body := []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
+	body := smallChatBody
 	client := benchClient()
 	// One directory for every run, removed at the end: on ext4 without a
 	// journal a file created within 30 s of a mass delete skips past every
