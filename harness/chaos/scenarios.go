@@ -31,7 +31,8 @@ type stack struct {
 	cleanup []func()
 }
 
-func newStack(ctx context.Context, cfg Config, name string, faults vllm.Faults) (*stack, error) {
+// newStack starts a fake vLLM, its options adjusted by tune when set.
+func newStack(ctx context.Context, cfg Config, name string, tune func(*vllm.Options)) (*stack, error) {
 	s := &stack{cfg: cfg}
 	dir, rm, err := scratch(cfg, name)
 	if err != nil {
@@ -39,7 +40,7 @@ func newStack(ctx context.Context, cfg Config, name string, faults vllm.Faults) 
 	}
 	s.dir = dir
 	s.cleanup = append(s.cleanup, rm)
-	fake, err := env.StartFake(ctx, fakeServer(), faults, 0)
+	fake, err := env.StartFake(ctx, fakeServer(), tune)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -120,7 +121,7 @@ func KillUnderLoad(ctx context.Context, cfg Config) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	s, err := newStack(ctx, cfg, "kill", vllm.Faults{})
+	s, err := newStack(ctx, cfg, "kill", nil)
 	if err != nil {
 		return Row{}, err
 	}
@@ -161,7 +162,7 @@ func TwoProxies(ctx context.Context, cfg Config) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	s, err := newStack(ctx, cfg, "two", vllm.Faults{})
+	s, err := newStack(ctx, cfg, "two", nil)
 	if err != nil {
 		return Row{}, err
 	}
@@ -192,7 +193,7 @@ func FullDisk(ctx context.Context, cfg Config) (Row, error) {
 	}
 	row := Row{Scenario: "capture disk fills", Load: loadLabel(cfg.Concurrency, cfg.Duration),
 		Faults: fmt.Sprintf("%d KiB tmpfs", cfg.TmpfsBytes>>10)}
-	s, err := newStack(ctx, cfg, "full", vllm.Faults{})
+	s, err := newStack(ctx, cfg, "full", nil)
 	if err != nil {
 		return Row{}, err
 	}
@@ -273,7 +274,9 @@ func UpstreamFaults(ctx context.Context, cfg Config) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	s, err := newStack(ctx, cfg, "faults", vllm.Faults{Rate: 0.3, Kinds: allFaults, Stall: 3 * time.Second})
+	s, err := newStack(ctx, cfg, "faults", func(o *vllm.Options) {
+		o.Faults = vllm.Faults{Rate: 0.3, Kinds: allFaults, Stall: 3 * time.Second}
+	})
 	if err != nil {
 		return Row{}, err
 	}

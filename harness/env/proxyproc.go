@@ -22,17 +22,19 @@ import (
 	"github.com/capbench/capbench/internal/loopback"
 )
 
-// StartFake starts an in-process fake vLLM with the given server settings
-// and faults, for stacks whose proxy runs elsewhere (a process that chaos
-// tests kill). Close it when done.
-func StartFake(ctx context.Context, server scenarios.Server, faults vllm.Faults, ledgerLimit int) (*vllm.Server, error) {
+// StartFake starts an in-process fake vLLM with the given server settings,
+// for stacks whose proxy runs elsewhere (a process that chaos tests kill);
+// tune, when set, adjusts the options (faults, timing) before it starts.
+// Close it when done.
+func StartFake(ctx context.Context, server scenarios.Server, tune func(*vllm.Options)) (*vllm.Server, error) {
 	if server.Model == "" {
 		server.Model = scenarios.DefaultModel
 	}
 	opts := fakeOptions(server)
-	opts.Faults = faults
-	opts.LedgerLimit = ledgerLimit
 	opts.Logger = discardLogger(nil)
+	if tune != nil {
+		tune(&opts)
+	}
 	fake, err := vllm.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create fake vLLM: %w", err)
