@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capbench/capbench/internal/h1"
 )
 
 // Limits bound what one client can make the proxy hold: body bytes in
@@ -326,7 +328,12 @@ func (p *Proxy) applyUpstreamTimeout() {
 	if p.opts.Client != nil {
 		return
 	}
-	if t, ok := p.client.Transport.(*http.Transport); ok {
-		t.ResponseHeaderTimeout = p.opts.Limits.UpstreamTimeout
+	t := p.client.Transport
+	if lean, ok := t.(*h1.Transport); ok {
+		lean.ResponseHeaderTimeout = p.opts.Limits.UpstreamTimeout
+		t = lean.Fallback
+	}
+	if std, ok := t.(*http.Transport); ok {
+		std.ResponseHeaderTimeout = p.opts.Limits.UpstreamTimeout
 	}
 }

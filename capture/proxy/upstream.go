@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/capbench/capbench/internal/h1"
 )
 
 // hopHeaders are never forwarded (RFC 9110 §7.6.1), plus the headers the
@@ -34,14 +36,17 @@ var hopHeaders = map[string]bool{
 	"Accept-Encoding": true,
 }
 
-// newUpstreamClient is the one pooled client all upstream requests share.
+// newUpstreamClient is the one pooled client all upstream requests share:
+// plain-http calls go over internal/h1's transport, which reads each reply
+// on the handler's goroutine; the rest (https, an HTTP proxy from the
+// environment, bodies of unknown length) over net/http's.
 func newUpstreamClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 512
 	t.MaxConnsPerHost = 0
 	t.IdleConnTimeout = 90 * time.Second
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: h1.New(t)}
 }
 
 // copyRequestHeaders copies the end-to-end headers of the client request to
