@@ -18,13 +18,7 @@ var _ = Describe("following a rollout's records", func() {
 		dir string
 		fs  *store.FileStore
 	)
-	BeforeEach(func() {
-		ctx = context.Background()
-		dir = GinkgoT().TempDir()
-		var err error
-		fs, err = store.NewFileStore(dir)
-		Expect(err).NotTo(HaveOccurred())
-	})
+	beforeEachFileStore(&ctx, &dir, &fs)
 
 	It("reads only what was appended since the last refresh, and a call's tokens from its own line", func() {
 		_, want := chainedLines("f1", 9)

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
 
@@ -36,6 +39,20 @@ func fixturesDir(sub string) (string, bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// beforeEachFileStore registers a BeforeEach that opens a file store over
+// a fresh temporary directory for each spec of the container, setting ctx,
+// dir and fs. BeforeEach nodes the container registers after it run after
+// it, with the store open.
+func beforeEachFileStore(ctx *context.Context, dir *string, fs **store.FileStore) {
+	BeforeEach(func() {
+		*ctx = context.Background()
+		*dir = GinkgoT().TempDir()
+		var err error
+		*fs, err = store.NewFileStore(*dir)
+		Expect(err).NotTo(HaveOccurred())
+	})
+}
 
 // newEntry builds a valid schema-5 root record. gen varies the payload so a
 // re-put with other tokens is a conflict.

@@ -38,12 +38,8 @@ var _ = Describe("read-only store", func() {
 		dir string
 		fs  *store.FileStore
 	)
+	beforeEachFileStore(&ctx, &dir, &fs)
 	BeforeEach(func() {
-		ctx = context.Background()
-		dir = GinkgoT().TempDir()
-		var err error
-		fs, err = store.NewFileStore(dir)
-		Expect(err).NotTo(HaveOccurred())
 		Expect(fs.Put(ctx, newEntry("live", "c1"))).To(Succeed())
 		Expect(fs.BeginCall(ctx, "live", "c2")).To(Succeed())
 		Expect(fs.Put(ctx, newEntry("done", "c1"))).To(Succeed())

@@ -55,13 +55,7 @@ var _ = Describe("file store read path", func() {
 		dir string
 		fs  *store.FileStore
 	)
-	BeforeEach(func() {
-		ctx = context.Background()
-		dir = GinkgoT().TempDir()
-		var err error
-		fs, err = store.NewFileStore(dir)
-		Expect(err).NotTo(HaveOccurred())
-	})
+	beforeEachFileStore(&ctx, &dir, &fs)
 
 	It("freezes lines another writer left unindexed to exactly what ParseLine reads, and again when indexed", func() {
 		lines, want := chainedLines("r1", 12)
@@ -170,12 +164,8 @@ var _ = Describe("file store read path on a large file", func() {
 		lines [][]byte
 		want  []*record.Entry
 	)
+	beforeEachFileStore(&ctx, &dir, &fs)
 	BeforeEach(func() {
-		ctx = context.Background()
-		dir = GinkgoT().TempDir()
-		var err error
-		fs, err = store.NewFileStore(dir)
-		Expect(err).NotTo(HaveOccurred())
 		lines, want = bigLines("big", 60)
 	})
 	offset := func(i int) int {
