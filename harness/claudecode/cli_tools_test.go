@@ -99,6 +99,53 @@ func expectOneCleanChain(snap *store.Snapshot, rec consumer.Rollout, final *cons
 	Expect(final.Metrics.DeliveredFraction).To(Equal(1.0))
 }
 
+// toolRun is a scripted CLI run: one turn for each tool call, then the
+// answer.
+type toolRun struct {
+	rollout, script, prompt, tools string
+	calls                          []vllm.ScriptToolCall
+	answer                         string
+}
+
+// play sets the run's script on the fake and has the CLI play it, allowing
+// the run's tools.
+func (t toolRun) play(ctx SpecContext, r *rig, exe string) *claudecode.Result {
+	GinkgoHelper()
+	turns := make([]vllm.Turn, 0, len(t.calls)+1)
+	for _, c := range t.calls {
+		turns = append(turns, vllm.Turn{ToolCalls: []vllm.ScriptToolCall{c}})
+	}
+	turns = append(turns, vllm.Turn{Content: t.answer})
+	Expect(r.fake.SetScript(vllm.Script{Name: t.script, Turns: turns})).To(Succeed())
+	return r.runCLI(ctx, exe, t.rollout, t.script, t.prompt, "--allowedTools", t.tools)
+}
+
+// expectCleanToolRun plays run, whose tools leave path holding want (ran
+// says what a mismatch means), and checks that the CLI answered with no
+// error or denial, that each turn was one Messages call, that the last one
+// echoes every tool input in the model's key order (echoNote says what a
+// mismatch means) and that the rollout is one clean, unmasked chain.
+func expectCleanToolRun(ctx SpecContext, r *rig, exe string, run toolRun, path, want, ran string, echoNote ...any) {
+	GinkgoHelper()
+	res := run.play(ctx, r, exe)
+	Expect(res.IsError).To(BeFalse())
+	Expect(res.Result).To(Equal(run.answer))
+	Expect(res.PermissionDenials).To(BeEmpty())
+	Expect(os.ReadFile(path)).To(Equal([]byte(want)), ran)
+
+	n := len(run.calls) + 1
+	msgs, _ := messageCalls(r.log.snapshot(), run.rollout)
+	Expect(msgs).To(HaveLen(n))
+	var inputs []string
+	for _, c := range run.calls {
+		inputs = append(inputs, compact(c.Arguments))
+	}
+	Expect(echoedToolInputs(msgs[n-1].Body)).To(Equal(inputs), echoNote...)
+
+	snap, rec, final := r.finalize(ctx, run.rollout, res)
+	expectOneCleanChain(snap, rec, final, n)
+}
+
 var _ = Describe("the real Claude Code CLI's file tools through the capture proxy", Label("claude-code", "slow"), func() {
 	var exe string
 	var r *rig
@@ -112,23 +159,11 @@ var _ = Describe("the real Claude Code CLI's file tools through the capture prox
 	// generated tokens.
 	It("writes a file: the schema-ordered Write round trip is one clean, unmasked chain", Label("argument-order"), func(ctx SpecContext) {
 		path := filepath.Join(r.dir, "notes.txt")
-		args := `{"file_path": ` + jsonString(path) + `, "content": "line one\nline two\n"}`
-		Expect(r.fake.SetScript(vllm.Script{Name: "write-notes", Turns: []vllm.Turn{
-			{ToolCalls: []vllm.ScriptToolCall{{Name: "Write", Arguments: args}}},
-			{Content: "Wrote notes.txt."},
-		}})).To(Succeed())
-		res := r.runCLI(ctx, exe, "cc-write", "write-notes", "write notes.txt", "--allowedTools", "Write")
-		Expect(res.IsError).To(BeFalse())
-		Expect(res.Result).To(Equal("Wrote notes.txt."))
-		Expect(res.PermissionDenials).To(BeEmpty())
-		Expect(os.ReadFile(path)).To(Equal([]byte("line one\nline two\n")), "the CLI ran the Write")
-
-		msgs, _ := messageCalls(r.log.snapshot(), "cc-write")
-		Expect(msgs).To(HaveLen(2))
-		Expect(echoedToolInputs(msgs[1].Body)).To(Equal([]string{compact(args)}), "the CLI echoes the input in the model's key order")
-
-		snap, rec, final := r.finalize(ctx, "cc-write", res)
-		expectOneCleanChain(snap, rec, final, 2)
+		expectCleanToolRun(ctx, r, exe, toolRun{
+			rollout: "cc-write", script: "write-notes", prompt: "write notes.txt", tools: "Write",
+			calls:  []vllm.ScriptToolCall{{Name: "Write", Arguments: `{"file_path": ` + jsonString(path) + `, "content": "line one\nline two\n"}`}},
+			answer: "Wrote notes.txt.",
+		}, path, "line one\nline two\n", "the CLI ran the Write", "the CLI echoes the input in the model's key order")
 	}, SpecTimeout(time.Minute))
 
 	// Needs the proxy's key-order fix too (file_path, old_string,
@@ -141,23 +176,11 @@ var _ = Describe("the real Claude Code CLI's file tools through the capture prox
 		// comes first even when the model wrote it last. This model writes
 		// it first, so the echo is what it generated.
 		edit := `{"replace_all": false, "file_path": ` + jsonString(path) + `, "old_string": "\"hello\"", "new_string": "\"hi\""}`
-		Expect(r.fake.SetScript(vllm.Script{Name: "edit-greeting", Turns: []vllm.Turn{
-			{ToolCalls: []vllm.ScriptToolCall{{Name: "Read", Arguments: read}}},
-			{ToolCalls: []vllm.ScriptToolCall{{Name: "Edit", Arguments: edit}}},
-			{Content: "Changed the greeting to hi."},
-		}})).To(Succeed())
-		res := r.runCLI(ctx, exe, "cc-edit", "edit-greeting", "change the greeting in main.go to hi", "--allowedTools", "Read,Edit")
-		Expect(res.IsError).To(BeFalse())
-		Expect(res.Result).To(Equal("Changed the greeting to hi."))
-		Expect(res.PermissionDenials).To(BeEmpty())
-		Expect(os.ReadFile(path)).To(Equal([]byte("package main\n\nconst greeting = \"hi\"\n")), "the CLI ran the Edit")
-
-		msgs, _ := messageCalls(r.log.snapshot(), "cc-edit")
-		Expect(msgs).To(HaveLen(3))
-		Expect(echoedToolInputs(msgs[2].Body)).To(Equal([]string{compact(read), compact(edit)}))
-
-		snap, rec, final := r.finalize(ctx, "cc-edit", res)
-		expectOneCleanChain(snap, rec, final, 3)
+		expectCleanToolRun(ctx, r, exe, toolRun{
+			rollout: "cc-edit", script: "edit-greeting", prompt: "change the greeting in main.go to hi", tools: "Read,Edit",
+			calls:  []vllm.ScriptToolCall{{Name: "Read", Arguments: read}, {Name: "Edit", Arguments: edit}},
+			answer: "Changed the greeting to hi.",
+		}, path, "package main\n\nconst greeting = \"hi\"\n", "the CLI ran the Edit")
 	}, SpecTimeout(time.Minute))
 
 	// What the catalog's claude-code-edit-replace-all scenario models, seen
@@ -167,12 +190,11 @@ var _ = Describe("the real Claude Code CLI's file tools through the capture prox
 		Expect(os.WriteFile(path, []byte("const greeting = \"hello\"\n"), 0o644)).To(Succeed())
 		read := `{"file_path": ` + jsonString(path) + `}`
 		edit := `{"file_path": ` + jsonString(path) + `, "old_string": "hello", "new_string": "hi"}`
-		Expect(r.fake.SetScript(vllm.Script{Name: "edit-no-default", Turns: []vllm.Turn{
-			{ToolCalls: []vllm.ScriptToolCall{{Name: "Read", Arguments: read}}},
-			{ToolCalls: []vllm.ScriptToolCall{{Name: "Edit", Arguments: edit}}},
-			{Content: "Changed the greeting to hi."},
-		}})).To(Succeed())
-		res := r.runCLI(ctx, exe, "cc-edit-default", "edit-no-default", "change the greeting to hi", "--allowedTools", "Read,Edit")
+		res := toolRun{
+			rollout: "cc-edit-default", script: "edit-no-default", prompt: "change the greeting to hi", tools: "Read,Edit",
+			calls:  []vllm.ScriptToolCall{{Name: "Read", Arguments: read}, {Name: "Edit", Arguments: edit}},
+			answer: "Changed the greeting to hi.",
+		}.play(ctx, r, exe)
 		Expect(res.Result).To(Equal("Changed the greeting to hi."))
 		msgs, _ := messageCalls(r.log.snapshot(), "cc-edit-default")
 		Expect(msgs).To(HaveLen(3))
