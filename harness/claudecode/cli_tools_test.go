@@ -28,19 +28,29 @@ func jsonString(s string) string {
 	return string(b)
 }
 
+// bodyMessage is one message of a Messages request body, its content raw.
+type bodyMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// requestMessages decodes the messages of a Messages request body.
+func requestMessages(body []byte) []bodyMessage {
+	GinkgoHelper()
+	var req struct {
+		Messages []bodyMessage `json:"messages"`
+	}
+	Expect(json.Unmarshal(body, &req)).To(Succeed())
+	return req.Messages
+}
+
 // echoedToolInputs returns the raw input of every tool_use block the CLI sent
 // back, in order, exactly as it wrote them.
 func echoedToolInputs(body []byte) []string {
 	GinkgoHelper()
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	Expect(json.Unmarshal(body, &req)).To(Succeed())
+	msgs := requestMessages(body)
 	var out []string
-	for _, m := range req.Messages {
+	for _, m := range msgs {
 		if m.Role != "assistant" {
 			continue
 		}
@@ -212,16 +222,10 @@ var _ = Describe("the real Claude Code CLI's file tools through the capture prox
 // that follow a tool_result in a Messages body.
 func inlineSystemAfterToolResult(body []byte) []string {
 	GinkgoHelper()
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	Expect(json.Unmarshal(body, &req)).To(Succeed())
+	msgs := requestMessages(body)
 	var out []string
 	afterResult := false
-	for _, m := range req.Messages {
+	for _, m := range msgs {
 		var blocks []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
