@@ -23,10 +23,17 @@ import (
 // so no writer waits for more than the sync it joined plus the one running
 // when it joined. A group of one writer syncs only its own file.
 //
-// A whole-file-system sync only pays when enough writers share it: measured
-// side by side, two writers did better with a sync each, four broke even,
-// sixteen did 1.5× better grouped (BenchmarkGroupSync). So while fewer than
-// groupFrom writers are syncing, a writer syncs its own file at once.
+// A whole-file-system sync only pays when enough writers share it. So while
+// fewer than groupFrom writers are syncing, a writer syncs its own file at
+// once. On a disk whose syncs overlap, two writers did better with a sync
+// each and four broke even (BenchmarkGroupSync, an earlier machine). On a
+// virtual disk whose fdatasync costs kernel CPU (about 400 µs each), few
+// writers are ever inside a sync at once on two cores while the proxy's
+// HTTP work takes the rest, and a threshold of four left 64 rollouts on a
+// sync each: with two, BenchmarkProxyFileStore at 64 rollouts made 1.6–2.5×
+// the captured calls a second and spent 20–30% less CPU per call, in
+// alternating runs (16 rollouts: 0.9–1.7×). The store-only benchmark, with
+// no HTTP work beside it, moved within its noise.
 type groupSync struct {
 	syncAll   func(*os.File) error // a sync of the whole file system f is on
 	syncOne   func(*os.File) error // a sync of f alone
@@ -38,9 +45,8 @@ type groupSync struct {
 	next     *syncGroup // the writers the next sync to start covers
 }
 
-// defaultGroupFrom is where grouping starts to pay on the build machine's
-// disk (see groupSync).
-const defaultGroupFrom = 4
+// defaultGroupFrom is where grouping starts (see groupSync).
+const defaultGroupFrom = 2
 
 type syncGroup struct {
 	writers int
