@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capbench/capbench/internal/h1"
 )
 
 // rawClient is a minimal HTTP/1.1 client for plain-http load: one
@@ -103,24 +105,11 @@ func (b *bodyTracker) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if errors.Is(err, io.EOF) && !b.eof {
 		b.eof = true
-		if b.trailer != nil && skipTrailer(b.trailer) != nil {
+		if b.trailer != nil && h1.SkipTrailer(b.trailer) != nil {
 			b.bad = true
 		}
 	}
 	return n, err
-}
-
-// skipTrailer reads trailer lines up to the empty line that ends them.
-func skipTrailer(br *bufio.Reader) error {
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			return nil
-		}
-	}
 }
 
 func (r *rawReply) Close() {

@@ -164,7 +164,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if errors.Is(err, io.EOF) {
 		if !b.eof {
 			b.eof = true
-			if b.chunked && skipTrailer(b.conn.br) != nil {
+			if b.chunked && SkipTrailer(b.conn.br) != nil {
 				b.bad = true
 			}
 		}
@@ -190,8 +190,9 @@ func (b *body) Close() error {
 	return b.conn.nc.Close()
 }
 
-// skipTrailer reads a chunked body's trailer lines to the empty one.
-func skipTrailer(br *bufio.Reader) error {
+// SkipTrailer reads a chunked body's trailer lines, after the last chunk,
+// to the empty one, so the connection's next reply starts clean.
+func SkipTrailer(br *bufio.Reader) error {
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
