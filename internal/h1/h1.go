@@ -75,7 +75,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		// A kept connection the server closed while it sat idle fails
 		// before any reply byte; the body is a []byte we can send again.
-		if reused && attempt == 0 && errors.Is(err, errNoReply) && req.Context().Err() == nil && rewind(req) {
+		if reused && attempt == 0 && errors.Is(err, errNoReply) && ctxErr(req.Context()) == nil && rewind(req) {
 			continue
 		}
 		closeBody(req)
@@ -143,8 +143,8 @@ func (t *Transport) exchange(req *http.Request, c *conn) (*http.Response, error)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		_ = c.nc.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, fmt.Errorf("%w (%v)", cerr, err)
 		}
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (t *Transport) exchange(req *http.Request, c *conn) (*http.Response, error)
 	}
 	resp, err := readResponse(c.br, req)
 	if err != nil {
-		if isTimeout(err) && ctx.Err() == nil {
+		if isTimeout(err) && ctxErr(ctx) == nil && t.ResponseHeaderTimeout > 0 {
 			err = &timeoutError{"h1: timeout awaiting response headers"}
 		}
 		return fail(err)
@@ -174,6 +174,19 @@ func (t *Transport) exchange(req *http.Request, c *conn) (*http.Response, error)
 	b.eof = resp.ContentLength == 0 && !b.chunked
 	resp.Body = b
 	return resp, nil
+}
+
+// ctxErr is ctx's error, or DeadlineExceeded once its deadline has passed:
+// the connection's deadline, set to ctx's, can fire a moment before ctx's
+// own timer does.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // timeoutError is a net.Error that says it timed out, as net/http's is.
