@@ -447,20 +447,14 @@ var _ = Describe("the real Claude Code CLI through the capture proxy and the fak
 // assistantBlocks returns the content blocks of the assistant messages of a
 // Messages request body, in order.
 func assistantBlocks(body []byte) []map[string]any {
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	ExpectWithOffset(1, json.Unmarshal(body, &req)).To(Succeed())
+	GinkgoHelper()
 	var out []map[string]any
-	for _, m := range req.Messages {
+	for _, m := range requestMessages(body) {
 		if m.Role != "assistant" {
 			continue
 		}
 		var blocks []map[string]any
-		ExpectWithOffset(1, json.Unmarshal(m.Content, &blocks)).To(Succeed(), string(m.Content))
+		Expect(json.Unmarshal(m.Content, &blocks)).To(Succeed(), string(m.Content))
 		out = append(out, blocks...)
 	}
 	return out
@@ -469,15 +463,9 @@ func assistantBlocks(body []byte) []map[string]any {
 // toolMessages returns the content of the role:tool messages of a chat
 // completions body.
 func toolMessages(body string) []string {
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	ExpectWithOffset(1, json.Unmarshal([]byte(body), &req)).To(Succeed())
+	GinkgoHelper()
 	var out []string
-	for _, m := range req.Messages {
+	for _, m := range requestMessages([]byte(body)) {
 		if m.Role == "tool" {
 			var text string
 			if json.Unmarshal(m.Content, &text) != nil {
