@@ -19,27 +19,35 @@ const tokenDigestFormat = 0x01
 // TokenDigest is the token digest (docs/record.md#digests) of a token-id sequence. Negative ids have no
 // unsigned 64-bit form and are an error.
 func TokenDigest(ids []int) (string, error) {
+	return tokenDigest(ids, nil)
+}
+
+// tokenDigest is the token digest of head ++ tail, hashed without joining
+// them.
+func tokenDigest(head, tail []int) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(tokenDomain))
-	if len(ids) > 0 {
+	if n := len(head) + len(tail); n > 0 {
 		// Hash in chunks so a 32k prompt costs one small buffer.
 		var buf [8 * 512]byte
 		buf[0] = tokenDigestFormat
-		binary.BigEndian.PutUint64(buf[1:9], uint64(len(ids)))
+		binary.BigEndian.PutUint64(buf[1:9], uint64(n))
 		h.Write(buf[:9])
-		n := 0
-		for i, id := range ids {
-			if id < 0 {
-				return "", fmt.Errorf("%w: negative token id %d at index %d", ErrInvalid, id, i)
-			}
-			binary.BigEndian.PutUint64(buf[n:], uint64(id))
-			n += 8
-			if n == len(buf) {
-				h.Write(buf[:n])
-				n = 0
+		used := 0
+		for part, ids := range [2][]int{head, tail} {
+			for i, id := range ids {
+				if id < 0 {
+					return "", fmt.Errorf("%w: negative token id %d at index %d", ErrInvalid, id, part*len(head)+i)
+				}
+				binary.BigEndian.PutUint64(buf[used:], uint64(id))
+				used += 8
+				if used == len(buf) {
+					h.Write(buf[:used])
+					used = 0
+				}
 			}
 		}
-		h.Write(buf[:n])
+		h.Write(buf[:used])
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -97,6 +105,7 @@ func (e *Entry) Clone() *Entry {
 		return nil
 	}
 	c := *e
+	c.stamped = stampedCheck{}
 	c.PromptTokenIDs = cloneSlice(e.PromptTokenIDs)
 	c.GenerationTokenIDs = cloneSlice(e.GenerationTokenIDs)
 	c.GenerationLogProbs = cloneSlice(e.GenerationLogProbs)

@@ -61,4 +61,8 @@ type Entry struct {
 	// line re-encodes to the bytes it was read from. Entries built in code
 	// have no marks and always write every declared field.
 	absent fieldSet
+
+	// stamped memoises StampedDigestMatches when a reader worked it out
+	// ahead (PrecheckDigests).
+	stamped stampedCheck
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 )
 
-// lineChunk is how much a lineReader asks the kernel for at once.
-const lineChunk = 1 << 20
+// lineChunk is how much a lineReader asks the kernel for at once: enough
+// for most lines of a 32k-token rollout, and small, because in a short-lived
+// process every fresh buffer page is a page fault (docs/store.md).
+const lineChunk = 1 << 18
 
 // lineReader yields the lines of a file in order while holding about two
 // lines and one chunk of it in memory, however large the file. A whole-file

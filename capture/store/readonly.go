@@ -198,6 +198,8 @@ func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) (entr
 	}
 	defer f.Close()
 	var parser record.LineParser
+	var precheck record.DigestPrecheck
+	defer precheck.Wait()
 	entries = []*record.Entry{}
 	digests := map[string]string{}
 	lines := newLineReader(f)
@@ -233,6 +235,7 @@ func (s *ReadOnlyStore) scanEntries(id string, st State, withDigests bool) (entr
 			}
 		}
 		entries = append(entries, e)
+		precheck.Add(e)
 		digests[e.ModelCallID] = digest
 		if start >= st.IndexedSize {
 			recovered++

@@ -583,6 +583,15 @@ func linkVerified(parent *node, prompt []int) bool {
 // is the digest of its actual cumulative tokens; cumulative may be passed
 // when the caller holds an equal slice, to avoid building one.
 func (n *node) stampedDigestOK(cumulative []int) bool {
+	if n.digestOK == 0 && !n.entry.PromptIsDelta {
+		// A reader may have worked it out already (record.DigestPrecheck).
+		if ok, known := n.entry.StampedDigestMatches(); known {
+			n.digestOK = 2
+			if ok {
+				n.digestOK = 1
+			}
+		}
+	}
 	if n.digestOK == 0 {
 		if cumulative == nil {
 			cumulative = n.cumulative()

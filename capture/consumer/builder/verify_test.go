@@ -1,9 +1,13 @@
 package builder_test
 
 import (
+	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -79,6 +83,28 @@ var _ = Describe("parent links verified ahead of placement", func() {
 		Expect(serial.Notes.Roots).To(Equal(4))
 		Expect(serial.Notes.TerminalChain).To(Equal(builder.TerminalBroken))
 		Expect(serial.Notes.Chains).To(Equal(len(serial.Chains)))
+	})
+
+	It("gives the same build when a reader worked the stamped digests out ahead", func() {
+		entries := bigChain(14, 6000)
+		fresh := make([]*record.Entry, len(entries))
+		for i, e := range entries {
+			fresh[i] = e.Clone()
+		}
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+		var precheck record.DigestPrecheck
+		for _, e := range entries {
+			precheck.Add(e)
+		}
+		precheck.Wait()
+		ok, known := entries[4].StampedDigestMatches()
+		Expect(known).To(BeTrue(), "call 4 is a parent, so the precheck works it out")
+		Expect(ok).To(BeFalse(), "call 4's stamped digest is wrong")
+
+		// The entries differ only in what the precheck memoised.
+		Expect(buildWithProcs(4, entries, "c113")).To(BeComparableTo(buildWithProcs(1, fresh, "c113"),
+			cmp.Exporter(func(reflect.Type) bool { return true }), cmpopts.IgnoreFields(record.Entry{}, "stamped"),
+			cmp.Comparer(slices.Equal[[]int])))
 	})
 
 	It("links every call of a clean chain and delivers it", func() {
