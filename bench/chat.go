@@ -265,7 +265,8 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 func (c *ChatWorkload) readReply(ctx context.Context, status int, body io.Reader, base time.Time, s *Sample) {
 	s.Status = status
 	br := bufPool.Get().(*bufio.Reader)
-	br.Reset(body)
+	arrived := &arrival{r: body, base: base}
+	br.Reset(arrived)
 	defer func() { br.Reset(nil); bufPool.Put(br) }()
 	if status != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(br, 512))
@@ -277,7 +278,7 @@ func (c *ChatWorkload) readReply(ctx context.Context, status int, body io.Reader
 		return
 	}
 	if c.Stream {
-		readStream(ctx, br, base, s)
+		readStream(ctx, br, arrived, s)
 		return
 	}
 	bp := replyPool.Get().(*[]byte)
@@ -321,10 +322,29 @@ var (
 	objectErrKey = []byte(`"object":"error"`)
 )
 
+// arrival reads a reply body and keeps the time (since base) its last read
+// returned bytes: when the events in them reached the generator. Events
+// that arrived in one read share a time, as they did on the wire, and a
+// stream of 64 events costs a clock read per read, not per event.
+type arrival struct {
+	r    io.Reader
+	base time.Time
+	ns   int64
+}
+
+func (a *arrival) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.ns = time.Since(a.base).Nanoseconds()
+	}
+	return n, err
+}
+
 // readStream reads an SSE reply without decoding each event: an event with
 // a non-empty choices list is an output chunk (vLLM bench's rule; the first
 // one is the TTFT, later ones ITL samples), usage numbers are read by key.
-func readStream(ctx context.Context, br *bufio.Reader, base time.Time, s *Sample) {
+// Each chunk is timed when the read that brought its last byte returned.
+func readStream(ctx context.Context, br *bufio.Reader, arrived *arrival, s *Sample) {
 	var (
 		chunks  int
 		lastNS  int64
@@ -350,7 +370,7 @@ func readStream(ctx context.Context, br *bufio.Reader, base time.Time, s *Sample
 			i := bytes.Index(data, choicesKey)
 			switch {
 			case i >= 0 && i+len(choicesKey) < len(data) && data[i+len(choicesKey)] != ']':
-				now := time.Since(base).Nanoseconds()
+				now := arrived.ns
 				if chunks == 0 {
 					s.FirstTokenNS = now
 					s.ChunkGapsUS = make([]int64, 0, 64)
