@@ -101,9 +101,24 @@ func (f *fieldHasher) flush() {
 	f.buf = f.buf[:0]
 }
 
+// hex is the digest of what was written so far; writing may go on.
 func (f *fieldHasher) hex() string {
 	f.flush()
 	return hex.EncodeToString(f.h.Sum(nil))
+}
+
+// clone is an independent copy of the hasher's state.
+func (f *fieldHasher) clone() (*fieldHasher, error) {
+	f.flush()
+	c, ok := f.h.(hash.Cloner)
+	if !ok {
+		return nil, errors.New("the hash cannot be cloned")
+	}
+	h, err := c.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return &fieldHasher{h: h, buf: make([]byte, 0, fieldHasherBuf)}, nil
 }
 
 // AssistantFingerprint is the assistant fingerprint (version 3, docs/capture-path.md#fingerprints-and-digests) of the
@@ -112,31 +127,11 @@ func AssistantFingerprint(items []any) (string, error) {
 	h := newFieldHasher(fingerprintDomain)
 	authored := false
 	for i, raw := range items {
-		item, ok := raw.(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
-		}
-		if !isModelAuthored(item) {
-			continue
-		}
-		authored = true
-		parts, err := contentParts(item["content"])
+		a, err := fingerprintItem(h, i, raw)
 		if err != nil {
-			return "", fmt.Errorf("item %d: %w", i, err)
+			return "", err
 		}
-		for _, p := range parts {
-			h.field(fpKind, p.kind)
-			h.field(fpPayload, p.payload)
-		}
-		calls, err := toolCalls(item)
-		if err != nil {
-			return "", fmt.Errorf("item %d: %w", i, err)
-		}
-		for _, c := range calls {
-			h.field(fpCallID, c.id)
-			h.field(fpCallName, c.name)
-			h.field(fpCallArgs, c.args)
-		}
+		authored = authored || a
 	}
 	if !authored {
 		return "", nil
@@ -144,47 +139,84 @@ func AssistantFingerprint(items []any) (string, error) {
 	return h.hex(), nil
 }
 
+// fingerprintItem feeds item i to an assistant fingerprint and reports
+// whether it is model-authored (only those are hashed).
+func fingerprintItem(h *fieldHasher, i int, raw any) (authored bool, err error) {
+	item, ok := raw.(map[string]any)
+	if !ok {
+		return false, fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
+	}
+	if !isModelAuthored(item) {
+		return false, nil
+	}
+	parts, err := contentParts(item["content"])
+	if err != nil {
+		return false, fmt.Errorf("item %d: %w", i, err)
+	}
+	for _, p := range parts {
+		h.field(fpKind, p.kind)
+		h.field(fpPayload, p.payload)
+	}
+	calls, err := toolCalls(item)
+	if err != nil {
+		return false, fmt.Errorf("item %d: %w", i, err)
+	}
+	for _, c := range calls {
+		h.field(fpCallID, c.id)
+		h.field(fpCallName, c.name)
+		h.field(fpCallArgs, c.args)
+	}
+	return true, nil
+}
+
 // ConversationDigest is the conversation digest (version 3, docs/capture-path.md#fingerprints-and-digests) of a request context.
 // Instruction items (system/developer) count by role only.
 func ConversationDigest(items []any) (string, error) {
 	h := newFieldHasher(contextDomain)
 	for i, raw := range items {
-		item, ok := raw.(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
-		}
-		role := roleOrType(item)
-		h.field(cdRole, role)
-		if r, _ := item["role"].(string); r == "system" || r == "developer" {
-			continue
-		}
-		parts, err := contentParts(item["content"])
-		if err != nil {
-			return "", fmt.Errorf("item %d: %w", i, err)
-		}
-		for _, p := range parts {
-			h.field(cdKind, p.kind)
-			h.field(cdPayload, p.payload)
-		}
-		calls, err := toolCalls(item)
-		if err != nil {
-			return "", fmt.Errorf("item %d: %w", i, err)
-		}
-		for _, c := range calls {
-			h.field(cdCallID, c.id)
-			h.field(cdCallName, c.name)
-			h.field(cdCallArgs, c.args)
-		}
-		results, err := toolResults(item)
-		if err != nil {
-			return "", fmt.Errorf("item %d: %w", i, err)
-		}
-		for _, r := range results {
-			h.field(cdResultID, r.id)
-			h.field(cdResultOutput, r.output)
+		if err := digestItem(h, i, raw); err != nil {
+			return "", err
 		}
 	}
 	return h.hex(), nil
+}
+
+// digestItem feeds item i to a conversation digest.
+func digestItem(h *fieldHasher, i int, raw any) error {
+	item, ok := raw.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%w: item %d is %s, not an object", ErrUnfingerprintable, i, jsonKind(raw))
+	}
+	h.field(cdRole, roleOrType(item))
+	if r, _ := item["role"].(string); r == "system" || r == "developer" {
+		return nil
+	}
+	parts, err := contentParts(item["content"])
+	if err != nil {
+		return fmt.Errorf("item %d: %w", i, err)
+	}
+	for _, p := range parts {
+		h.field(cdKind, p.kind)
+		h.field(cdPayload, p.payload)
+	}
+	calls, err := toolCalls(item)
+	if err != nil {
+		return fmt.Errorf("item %d: %w", i, err)
+	}
+	for _, c := range calls {
+		h.field(cdCallID, c.id)
+		h.field(cdCallName, c.name)
+		h.field(cdCallArgs, c.args)
+	}
+	results, err := toolResults(item)
+	if err != nil {
+		return fmt.Errorf("item %d: %w", i, err)
+	}
+	for _, r := range results {
+		h.field(cdResultID, r.id)
+		h.field(cdResultOutput, r.output)
+	}
+	return nil
 }
 
 func isModelAuthored(item map[string]any) bool {

@@ -181,7 +181,14 @@ func (ix *Index) Len() int {
 // or tokens that do not match the indexed digest, yield UNRESOLVED
 // lookup_error. A nil index yields UNRESOLVED resolver_unavailable.
 func (ix *Index) Resolve(requestItems []any, cumulative func(callID string) ([]int, error)) Decision {
-	fp, err := AssistantFingerprint(requestItems)
+	return ix.ResolvePrepared(Prepare(requestItems), cumulative)
+}
+
+// ResolvePrepared is Resolve for prepared request items; the prefix digests
+// it computes are reused by p.Stamp.
+func (ix *Index) ResolvePrepared(p *Prepared, cumulative func(callID string) ([]int, error)) Decision {
+	requestItems := p.items
+	fp, err := p.Fingerprint()
 	if err != nil {
 		return unresolved(ReasonLookupError)
 	}
@@ -203,7 +210,7 @@ func (ix *Index) Resolve(requestItems []any, cumulative func(callID string) ([]i
 		}
 		d, ok := digests[n.ContextLen]
 		if !ok {
-			if d, err = ConversationDigest(requestItems[:n.ContextLen]); err != nil {
+			if d, err = p.ConversationDigest(n.ContextLen); err != nil {
 				return unresolved(ReasonLookupError)
 			}
 			digests[n.ContextLen] = d
@@ -275,39 +282,7 @@ func collapseIdentical(nodes []Node) []Node {
 // cumulative is the decision's parent cumulative ++ its own tokens. On error
 // the record is left unchanged.
 func Stamp(e *record.Entry, requestItems []any, d Decision) error {
-	all := make([]any, 0, len(requestItems)+len(e.OutputItems))
-	all = append(all, requestItems...)
-	for _, it := range e.OutputItems {
-		all = append(all, map[string]any(it))
-	}
-	fp, err := AssistantFingerprint(all)
-	if err != nil {
-		return fmt.Errorf("continuation fingerprint: %w", err)
-	}
-	ctxDigest, err := ConversationDigest(requestItems)
-	if err != nil {
-		return fmt.Errorf("context digest: %w", err)
-	}
-	if d.Resolution == "" {
-		d = unresolved(ReasonNotAttempted)
-	}
-	var cum []int
-	if e.PromptIsDelta {
-		if d.Resolution != record.ResolutionResolved {
-			return fmt.Errorf("%w: delta record without a resolved parent", record.ErrInvalid)
-		}
-		cum = make([]int, 0, len(d.ParentCumulative)+len(e.PromptTokenIDs)+len(e.GenerationTokenIDs))
-		cum = append(append(append(cum, d.ParentCumulative...), e.PromptTokenIDs...), e.GenerationTokenIDs...)
-	}
-	if err := e.StampLineage(d.Resolution, d.ParentCallID, d.Reason, cum); err != nil {
-		return err
-	}
-	version := FingerprintVersion
-	e.ContinuationFingerprint = fp
-	e.ContinuationContextLen = len(requestItems)
-	e.ContinuationContextDigest = ctxDigest
-	e.FingerprintVersion = &version
-	return nil
+	return Prepare(requestItems).Stamp(e, d)
 }
 
 // ApplyDelta performs the optional delta transform (prompt_is_delta, docs/record.md#fields) on a stamped,

@@ -28,10 +28,23 @@ type callCtx struct {
 	raw     []byte     // the client's request body
 	req     *rawObject // its members, re-sent as written (chat, completions)
 
-	items    []any // request items for lineage (docs/capture-path.md#parent-resolution)
-	itemsErr bool  // the items could not be read; decision is lookup_error
+	items    []any             // request items for lineage (docs/capture-path.md#parent-resolution)
+	itemsErr bool              // the items could not be read; decision is lookup_error
+	prep     *lineage.Prepared // the items' hashes, shared by resolution and the record's stamp
 	decision lineage.Decision
 	rl       *rolloutLineage
+	// resolving is closed when a parent resolution running beside the
+	// engine call (resolveAhead) has set decision and rl; nil when it ran
+	// inline.
+	resolving chan struct{}
+}
+
+// resolved waits for the parent resolution begin started; decision and rl
+// are read only after it.
+func (cc *callCtx) resolved() {
+	if cc.resolving != nil {
+		<-cc.resolving
+	}
 }
 
 // rolloutLineage is one rollout's parent index, fed by this proxy's own
@@ -213,6 +226,7 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	if cc.itemsErr {
 		return // the decision is already UNRESOLVED lookup_error
 	}
+	cc.prep = lineage.Prepare(cc.items)
 	var entries []*record.Entry
 	read := mayContinue(cc.items)
 	if tr, ok := p.opts.Store.(store.TailReader); ok && read {
@@ -246,7 +260,7 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 			}
 		}
 	}
-	cc.decision = rl.index.Resolve(cc.items, cumulativeFrom(entries))
+	cc.decision = rl.index.ResolvePrepared(cc.prep, cumulativeFrom(entries))
 	rl.mu.Unlock()
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
 }
@@ -282,7 +296,7 @@ func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLi
 			cc.log.Warn("indexing a stored entry failed", "entry_call_id", e.ModelCallID, "err", err)
 		}
 	}
-	cc.decision = rl.index.Resolve(cc.items, func(callID string) ([]int, error) {
+	cc.decision = rl.index.ResolvePrepared(cc.prep, func(callID string) ([]int, error) {
 		return rl.follow.Cumulative(ctx, callID)
 	})
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
@@ -298,21 +312,53 @@ func (e *beginError) Error() string { return "registering the call intent failed
 func (e *beginError) Unwrap() error { return e.err }
 
 // begin resolves the parent and registers the call intent (steps 1–2 of
-// docs/capture-path.md#one-captured-call-in-order).
+// docs/capture-path.md#one-captured-call-in-order). The intent is durable
+// before begin returns, so a refused call never reaches the engine; a large
+// request's resolution may still be running (resolveAhead), and cc.resolved
+// waits for it.
 func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	if !cc.capture {
 		return nil
 	}
-	p.resolveParent(ctx, cc)
+	p.resolveAhead(ctx, cc)
 	start := time.Now()
 	err := p.opts.Store.BeginCall(ctx, cc.rt.RolloutID, cc.callID)
 	p.metrics.storeLatency.WithLabelValues("begin_call").Observe(time.Since(start).Seconds())
 	if err != nil {
+		// The resolution may re-create the rollout's lineage: let it finish
+		// before forgetting a rollout that is gone.
+		cc.resolved()
 		p.forget(cc.rt.RolloutID, err)
 		cc.log.Error("begin_call failed; the model call fails", "err", err)
 		return &beginError{rolloutID: cc.rt.RolloutID, err: err}
 	}
 	return nil
+}
+
+// resolveAheadBytes is the request size from which the parent resolution
+// (hashing the conversation, reading the parent's tokens: both grow with the
+// prompt) runs on its own goroutine while the intent is written and the
+// engine generates. It only reads the request and the store's records, and
+// nothing sent to the engine depends on it; below this size a goroutine
+// costs more than the resolution.
+const resolveAheadBytes = 32 << 10
+
+// resolveAhead runs resolveParent, beside the caller for a large request.
+func (p *Proxy) resolveAhead(ctx context.Context, cc *callCtx) {
+	if len(cc.raw) < resolveAheadBytes {
+		p.resolveParent(ctx, cc)
+		return
+	}
+	done := make(chan struct{})
+	cc.resolving = done
+	go func() {
+		defer close(done)
+		p.resolveParent(ctx, cc)
+		if cc.prep != nil {
+			// The record's context digest: the rest of the same pass.
+			_, _ = cc.prep.ConversationDigest(len(cc.items))
+		}
+	}()
 }
 
 // markIncomplete marks the rollout incomplete; its own errors are logged and
@@ -442,6 +488,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	if !cc.capture {
 		return
 	}
+	cc.resolved()
 	if tokErr != nil {
 		reason := "token_error"
 		if errors.Is(tokErr, errNoTokenIDs) {
@@ -507,7 +554,11 @@ func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, 
 		ResponseID:         ex.ResponseID,
 		CreatedAt:          float64(time.Now().UnixNano()) / 1e9,
 	}
-	if err := lineage.Stamp(e, cc.items, cc.decision); err != nil {
+	prep := cc.prep
+	if prep == nil { // no resolution ran (lookup_error)
+		prep = lineage.Prepare(cc.items)
+	}
+	if err := prep.Stamp(e, cc.decision); err != nil {
 		return nil, fmt.Errorf("stamping lineage: %w", err)
 	}
 	if p.opts.DeltaRecords {

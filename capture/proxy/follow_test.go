@@ -2,11 +2,14 @@ package proxy_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/capbench/capbench/capture/lineage"
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
@@ -38,33 +41,47 @@ func (c *countingFileStore) ReadLine(ctx context.Context, id string, at store.Li
 }
 
 var _ = Describe("parent resolution over the file store", func() {
-	It("reads only the lines each call adds, never the whole rollout again", func(ctx SpecContext) {
-		fake := startFake()
-		fs, err := store.NewFileStore(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		st := &countingFileStore{FileStore: fs}
-		p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = true })
-		url := p.URL() + "/ng-rollout/follow-1/training-token-capture/v1/chat/completions"
-		msgs := []any{map[string]any{"role": "user", "content": "start"}}
-		const calls = 12
-		for i := range calls {
-			r := do(ctx, "POST", url, mustJSON(map[string]any{"model": "policy", "messages": msgs}), nil)
-			Expect(r.Status).To(Equal(200), string(r.Body))
-			asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
-			msgs = append(msgs, map[string]any{"role": "assistant", "content": asst["content"]},
-				map[string]any{"role": "user", "content": "more " + string(rune('a'+i))})
-		}
-		es, err := fs.ReadEntries(ctx, "follow-1")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(es).To(HaveLen(calls))
-		for i, e := range es[1:] {
-			Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved), "call %d: %s", i+1, e.ParentResolutionReason)
-			Expect(*e.ParentCallID).To(Equal(es[i].ModelCallID))
-		}
-		Expect(st.whole.Load()).To(BeZero())
-		// Calls 2..n each read the one line the call before added.
-		Expect(st.tails.Load()).To(BeEquivalentTo(calls - 1))
-		Expect(st.tailEntries.Load()).To(BeEquivalentTo(calls - 1))
-		Expect(st.lines.Load()).To(BeNumerically(">=", calls-1))
-	})
+	DescribeTable("reads only the lines each call adds, never the whole rollout again",
+		func(ctx SpecContext, system string) {
+			fake := startFake()
+			fs, err := store.NewFileStore(GinkgoT().TempDir())
+			Expect(err).NotTo(HaveOccurred())
+			st := &countingFileStore{FileStore: fs}
+			p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = true })
+			url := p.URL() + "/ng-rollout/follow-1/training-token-capture/v1/chat/completions"
+			msgs := []any{map[string]any{"role": "system", "content": system}, map[string]any{"role": "user", "content": "start"}}
+			const calls = 12
+			var sent []map[string]any
+			for i := range calls {
+				body := map[string]any{"model": "policy", "messages": msgs}
+				sent = append(sent, body)
+				r := do(ctx, "POST", url, mustJSON(body), nil)
+				Expect(r.Status).To(Equal(200), string(r.Body))
+				asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+				msgs = append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": asst["content"]},
+					map[string]any{"role": "user", "content": "more " + string(rune('a'+i))})
+			}
+			es, err := fs.ReadEntries(ctx, "follow-1")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(es).To(HaveLen(calls))
+			for i, e := range es {
+				if i > 0 {
+					Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved), "call %d: %s", i, e.ParentResolutionReason)
+					Expect(*e.ParentCallID).To(Equal(es[i-1].ModelCallID))
+				}
+				reqItems, err := lineage.RequestItems(lineage.DialectChat, sent[i])
+				Expect(err).NotTo(HaveOccurred())
+				Expect(e.ContinuationContextLen).To(Equal(len(reqItems)))
+				Expect(lineage.ConversationDigest(reqItems)).To(Equal(e.ContinuationContextDigest), "call %d", i)
+			}
+			Expect(st.whole.Load()).To(BeZero())
+			// Calls 2..n each read the one line the call before added.
+			Expect(st.tails.Load()).To(BeEquivalentTo(calls - 1))
+			Expect(st.tailEntries.Load()).To(BeEquivalentTo(calls - 1))
+			Expect(st.lines.Load()).To(BeNumerically(">=", calls-1))
+		},
+		Entry("small requests, resolved before the engine call", "You are terse."),
+		// Above 32 KB the resolution runs while the engine generates.
+		Entry("large requests, resolved beside the engine call", strings.Repeat("Follow the repository's conventions. ", 1200)),
+	)
 })

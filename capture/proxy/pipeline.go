@@ -30,6 +30,7 @@ type modelCall struct {
 // runCall runs a model call through the capture pipeline.
 func (p *Proxy) runCall(w http.ResponseWriter, r *http.Request, cc *callCtx, mc *modelCall) {
 	ctx := r.Context()
+	defer cc.resolved() // no resolution outlives its handler
 	if err := p.begin(ctx, cc); err != nil {
 		writeExchangeError(w, err, mc.errw, mc.passBody)
 		return
