@@ -107,13 +107,18 @@ func (e Endpoint) RolloutID(st, job int) string {
 	return e.RolloutPrefix + "-" + strconv.Itoa(st) + "-" + strconv.Itoa(job)
 }
 
-// pathFor is the request path for a rollout ("" = none; a base URL's own
-// path, such as a proxy mounted under /capture, is kept).
-func (e Endpoint) pathFor(rolloutID, api string) string {
-	prefix := ""
+// basePath is the base URL's own path, such as /capture for a proxy
+// mounted there ("" when it has none).
+func (e Endpoint) basePath() string {
 	if u, err := url.Parse(NormalizeBase(e.Base)); err == nil {
-		prefix = u.Path
+		return u.Path
 	}
+	return ""
+}
+
+// pathFor is the request path for a rollout ("" = none) under prefix, the
+// endpoint's basePath.
+func pathFor(prefix, rolloutID, api string) string {
 	if rolloutID != "" {
 		return prefix + "/ng-rollout/" + rolloutID + "/training-token-capture" + api
 	}
@@ -140,6 +145,7 @@ type ChatWorkload struct {
 	// (a replay keeps the recorded grouping of calls into rollouts).
 	RolloutFor func(job int) string
 	paths      []Path
+	prefixes   map[Path]string // each endpoint's basePath
 	raw        map[Path]*rawClient
 	rawHdr     []byte
 	once       sync.Once
@@ -147,13 +153,14 @@ type ChatWorkload struct {
 
 func (c *ChatWorkload) init() {
 	c.once.Do(func() {
-		c.raw = map[Path]*rawClient{}
+		c.raw, c.prefixes = map[Path]*rawClient{}, map[Path]string{}
 		for _, p := range []Path{PathDirect, PathProxy, PathTarget} {
 			ep, ok := c.Endpoints[p]
 			if !ok {
 				continue
 			}
 			c.paths = append(c.paths, p)
+			c.prefixes[p] = ep.basePath()
 			if rc := newRawClient(NormalizeBase(ep.Base)); rc != nil && !c.NetHTTP {
 				c.raw[p] = rc
 			}
@@ -230,7 +237,7 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 	if rc := c.raw[p]; rc != nil {
 		s.StartNS = time.Since(base).Nanoseconds()
 		defer func() { s.EndNS = time.Since(base).Nanoseconds() }()
-		reply, err := rc.post(ctx, ep.pathFor(s.RolloutID, api), c.rawHdr, body)
+		reply, err := rc.post(ctx, pathFor(c.prefixes[p], s.RolloutID, api), c.rawHdr, body)
 		if err != nil {
 			s.fail(classify(ctx, err), err)
 			return
@@ -239,7 +246,7 @@ func (c *ChatWorkload) Send(ctx context.Context, job int, p Path, base time.Time
 		c.readReply(ctx, reply.Status, reply.Body, base, s)
 		return
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, NormalizeBase(ep.Base)+ep.pathFor(s.RolloutID, api), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, NormalizeBase(ep.Base)+pathFor(c.prefixes[p], s.RolloutID, api), bytes.NewReader(body))
 	if err != nil {
 		s.fail(ErrConnect, err)
 		return

@@ -246,17 +246,17 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 		jobs.deadline = start.Add(cfg.Duration)
 	}
 	var (
-		mu  sync.Mutex
-		all []Sample
+		mu     sync.Mutex
+		blocks [][]Sample
 	)
-	collect := func(ss []Sample) {
+	collect := func(ss ...[]Sample) {
 		mu.Lock()
-		all = append(all, ss...)
+		blocks = append(blocks, ss...)
 		mu.Unlock()
 	}
-	send := func(job int, scheduled int64) []Sample {
+	// send fills ss, one sample per path.
+	send := func(job int, scheduled int64, ss []Sample) {
 		paths := w.Paths()
-		ss := make([]Sample, len(paths))
 		for k := range paths {
 			p := paths[(k+job)%len(paths)] // alternate who goes first
 			s := &ss[k]
@@ -273,23 +273,23 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 				cfg.Observe(s)
 			}
 		}
-		return ss
 	}
+	perJob := len(w.Paths())
 	var wg sync.WaitGroup
 	if shape.Arrival == Closed {
 		for range shape.Concurrency {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var mine []Sample
+				var mine sampleBlocks
 				for {
 					job, ok := jobs.take(ctx)
 					if !ok {
 						break
 					}
-					mine = append(mine, send(job, -1)...)
+					send(job, -1, mine.take(perJob))
 				}
-				collect(mine)
+				collect(mine.blocks...)
 			}()
 		}
 	} else {
@@ -297,9 +297,21 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 		if idx == 0 {
 			anchor = base // the schedule counts from the clock origin
 		}
-		runOpen(ctx, shape, seed, cfg.Offsets, jobs, anchor, base, cfg.Shard, &wg, func(job int, sched int64) { collect(send(job, sched)) })
+		runOpen(ctx, shape, seed, cfg.Offsets, jobs, anchor, base, cfg.Shard, &wg, func(job int, sched int64) {
+			ss := make([]Sample, perJob)
+			send(job, sched, ss)
+			collect(ss)
+		})
 	}
 	wg.Wait()
+	n := 0
+	for _, b := range blocks {
+		n += len(b)
+	}
+	all := make([]Sample, 0, n)
+	for _, b := range blocks {
+		all = append(all, b...)
+	}
 	// The shape stays the configured one (the whole schedule's); a shard's
 	// share of the workers is in its ShardInfo.
 	info := StageInfo{Index: idx, Shape: configured, StartNS: start.Sub(base).Nanoseconds(), EndNS: time.Since(base).Nanoseconds(), Jobs: jobs.taken}
@@ -311,6 +323,23 @@ func runStage(ctx context.Context, cfg LoadConfig, w Workload, idx int, shape Sh
 		}
 	}
 	return stageRun{info: info, samples: all, globalJobs: global}
+}
+
+// sampleBlocks holds one worker's samples in fixed-size blocks, so a long
+// closed-loop run never copies (or has the collector rescan) the samples it
+// already holds as it grows.
+type sampleBlocks struct{ blocks [][]Sample }
+
+const sampleBlockLen = 1024
+
+// take returns the next n zeroed samples.
+func (b *sampleBlocks) take(n int) []Sample {
+	if k := len(b.blocks); k == 0 || cap(b.blocks[k-1])-len(b.blocks[k-1]) < n {
+		b.blocks = append(b.blocks, make([]Sample, 0, max(sampleBlockLen, n)))
+	}
+	last := &b.blocks[len(b.blocks)-1]
+	*last = (*last)[:len(*last)+n]
+	return (*last)[len(*last)-n:]
 }
 
 // runOpen starts jobs on the arrival schedule. With a concurrency cap, a

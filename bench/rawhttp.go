@@ -11,7 +11,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/capbench/capbench/internal/h1"
@@ -179,6 +178,12 @@ func (rc *rawClient) post(ctx context.Context, path string, header []byte, body 
 	return &rawReply{Status: status, Body: bt, rc: rc, conn: conn, body: bt, keep: keep, stop: stop}, nil
 }
 
+var (
+	headerContentLength    = []byte("Content-Length")
+	headerTransferEncoding = []byte("Transfer-Encoding")
+	headerConnection       = []byte("Connection")
+)
+
 // readHead parses the status line and the headers a reply's framing needs.
 func readHead(br *bufio.Reader) (status int, length int64, chunked, keep bool, err error) {
 	line, err := br.ReadSlice('\n')
@@ -212,14 +217,14 @@ func readHead(br *bufio.Reader) (status int, length int64, chunked, keep bool, e
 			continue
 		}
 		value = bytes.TrimSpace(value)
-		switch strings.ToLower(string(name)) {
-		case "content-length":
+		switch {
+		case bytes.EqualFold(name, headerContentLength):
 			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil {
 				return 0, 0, false, false, fmt.Errorf("bad Content-Length %q", value)
 			}
-		case "transfer-encoding":
+		case bytes.EqualFold(name, headerTransferEncoding):
 			chunked = bytes.EqualFold(value, []byte("chunked"))
-		case "connection":
+		case bytes.EqualFold(name, headerConnection):
 			if bytes.EqualFold(value, []byte("close")) {
 				keep = false
 			}

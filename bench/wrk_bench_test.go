@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,7 +102,9 @@ func wrkRequestsPerSecond(b *testing.B, url string) float64 {
 	return v
 }
 
-func ourRequestsPerSecond(b *testing.B, url string, stream bool) (float64, float64) {
+// ourRequestsPerSecond runs the load generator against url and returns its
+// request and token rates and its CPU µs per request.
+func ourRequestsPerSecond(b *testing.B, url string, stream bool) (rate, tokens, cpuPerReq float64) {
 	bodies, err := bench.BuildChatBodies(bench.ChatSpec{Model: "m", Prompt: bench.Dist{Kind: "fixed", A: 8}, Output: bench.Dist{Kind: "fixed", A: 64}, Stream: stream,
 		Extra: map[string]any{"ignore_eos": true}})
 	if err != nil {
@@ -109,15 +112,28 @@ func ourRequestsPerSecond(b *testing.B, url string, stream bool) (float64, float
 	}
 	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(peerConns), Bodies: bodies, Stream: stream,
 		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url}}}
+	cpu0 := processCPU()
 	out, err := bench.RunLoad(context.Background(), bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: peerConns}}, Duration: peerDuration}, w)
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpu := processCPU() - cpu0
 	s := bench.Summarize(out.Samples, out.Stages, bench.SLO{})[0]
 	if s.Failed > 0 {
 		b.Fatalf("%d requests failed: %s", s.Failed, s.FirstError)
 	}
-	return s.RequestThroughput, s.OutputThroughput
+	return s.RequestThroughput, s.OutputThroughput, float64(cpu.Microseconds()) / float64(max(s.Completed, 1))
+}
+
+// processCPU is this process's user + system time so far: the load
+// generator's own cost per request, which moves far less on a shared
+// machine than its rate does.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peerRounds alternate wrk and the load generator so both see the same
@@ -135,14 +151,16 @@ func BenchmarkLoadGeneratorVsWrk(b *testing.B) {
 	}{{"plain", false}, {"stream", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			url := trivialServer(b, tc.name)
-			var wrks, ours, ratios, toks []float64
+			var wrks, ours, ratios, toks, cpus []float64
 			for range b.N {
 				for range peerRounds {
 					w := wrkRequestsPerSecond(b, url)
-					o, t := ourRequestsPerSecond(b, url, tc.stream)
+					o, t, c := ourRequestsPerSecond(b, url, tc.stream)
 					wrks, ours, toks, ratios = append(wrks, w), append(ours, o), append(toks, t), append(ratios, o/w)
+					cpus = append(cpus, c)
 				}
 			}
+			b.ReportMetric(stats.Median(cpus), "capbench-cpu-µs/req")
 			b.ReportMetric(stats.Median(wrks), "wrk-req/s")
 			b.ReportMetric(stats.Median(ours), "capbench-req/s")
 			b.ReportMetric(stats.Median(ratios), "ratio")
