@@ -124,10 +124,15 @@ func (f *fieldHasher) clone() (*fieldHasher, error) {
 // AssistantFingerprint is the assistant fingerprint (version 3, docs/capture-path.md#fingerprints-and-digests) of the
 // model-authored items, or "" when there are none.
 func AssistantFingerprint(items []any) (string, error) {
-	h := newFieldHasher(fingerprintDomain)
-	authored := false
+	return fingerprintOn(newFieldHasher(fingerprintDomain), false, items, 0)
+}
+
+// fingerprintOn feeds items, the first of them item number first, to h,
+// whose earlier items were model-authored when authored is set, and returns
+// the fingerprint.
+func fingerprintOn[T any](h *fieldHasher, authored bool, items []T, first int) (string, error) {
 	for i, raw := range items {
-		a, err := fingerprintItem(h, i, raw)
+		a, err := fingerprintItem(h, first+i, raw)
 		if err != nil {
 			return "", err
 		}

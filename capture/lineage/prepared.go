@@ -74,18 +74,7 @@ func (p *Prepared) fingerprintWith(outputs []record.Item) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	authored := p.authored
-	for j, it := range outputs {
-		a, err := fingerprintItem(h, len(p.items)+j, map[string]any(it))
-		if err != nil {
-			return "", err
-		}
-		authored = authored || a
-	}
-	if !authored {
-		return "", nil
-	}
-	return h.hex(), nil
+	return fingerprintOn(h, p.authored, outputs, len(p.items))
 }
 
 // Stamp is the package's Stamp for the prepared request items.
