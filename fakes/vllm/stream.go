@@ -149,10 +149,13 @@ func (s *Server) writeStream(ctx context.Context, w http.ResponseWriter, j *job,
 		chunk = append(chunk, '}')
 		sse.frame(chunk)
 	}
+	// The ground truth is in the ledger before the stream's last byte, as a
+	// whole reply's is before it is written: a client that reads [DONE] and
+	// asks for the ledger at once must find the generation.
+	s.finishRecord(j, o, o.finish)
 	sse.frame([]byte("[DONE]"))
 	sse.flush()
 	*cb = chunk[:0]
-	s.finishRecord(j, o, o.finish)
 }
 
 func (s *Server) appendChatHead(b []byte, j *job) []byte {

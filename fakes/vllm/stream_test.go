@@ -1,6 +1,9 @@
 package vllm_test
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -83,6 +86,29 @@ func streamChat(url string, req map[string]any, headers ...string) streamed {
 var _ = Describe("chat completions, streaming", func() {
 	var s *vllm.Server
 	BeforeEach(func() { s = startFake(vllm.Options{Seed: 3}) })
+
+	It("has the generation in its ledger by the time the client reads [DONE]", func(ctx SpecContext) {
+		body, err := json.Marshal(userChat("hi", map[string]any{"stream": true, "max_tokens": 20}))
+		Expect(err).NotTo(HaveOccurred())
+		for i := range 50 {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", bytes.NewReader(body))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				Expect(err).NotTo(HaveOccurred(), "the stream ended before [DONE]")
+				if strings.TrimSpace(line) == "data: [DONE]" {
+					break
+				}
+			}
+			Expect(s.Ledger()).To(HaveLen(i+1), "stream %d", i)
+			_ = resp.Body.Close()
+		}
+	})
 
 	It("sends vLLM's chunk shapes: role chunk, token chunks, finish, usage, [DONE]", func() {
 		Expect(s.SetScript(vllm.Script{Name: "hello", Turns: []vllm.Turn{{Content: "Hello there, how are you?"}}})).To(Succeed())
