@@ -162,8 +162,13 @@ func streamChat(ctx context.Context, proxyURL, rollout, question string, during 
 		go func() { during(); close(done) }()
 		defer func() { <-done }()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// A client of its own, as tapUpstream's transport: the shared default
+	// transport's kept connections are closed by any httptest server that
+	// shuts down in this process.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
 	if err != nil {
+		fmt.Fprintf(GinkgoWriter, "stream call: %v\n", err)
 		return false
 	}
 	defer resp.Body.Close()
@@ -178,6 +183,7 @@ func streamChat(ctx context.Context, proxyURL, rollout, question string, during 
 			return true
 		}
 	}
+	fmt.Fprintf(GinkgoWriter, "stream ended without [DONE]: %v\n", sc.Err())
 	return false
 }
 
