@@ -179,6 +179,9 @@ func trailingWS(b []byte, i int) error {
 
 // parseIntList reads a JSON list of integers; ok is false for anything else.
 func parseIntList(b []byte) ([]int, bool) {
+	if out, ok := scanIntList(b); ok {
+		return out, true
+	}
 	out := make([]int, 0, len(b)/6+1)
 	err := eachElem(b, func(e []byte) error {
 		n, ok := atoi(e)
@@ -189,6 +192,53 @@ func parseIntList(b []byte) ([]int, bool) {
 		return nil
 	})
 	return out, err == nil
+}
+
+// scanIntList reads an array of plain JSON integers (at most 18 digits, no
+// leading zeros) in one pass over the bytes: a 32k-token prompt's ids are
+// most of a reply, and splitting each element out first cost twice this.
+// Anything else (fractions, exponents, long numbers, bad syntax) is not ok,
+// and parseIntList takes its general path.
+func scanIntList(b []byte) ([]int, bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	out := make([]int, 0, len(b)/6+1)
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return out, trailingWS(b, i+1) == nil
+	}
+	for {
+		neg := i < len(b) && b[i] == '-'
+		if neg {
+			i++
+		}
+		start, n := i, 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 18 {
+			n = n*10 + int(b[i]-'0')
+			i++
+		}
+		if i == start || (b[start] == '0' && i-start > 1) || (i < len(b) && b[i] >= '0' && b[i] <= '9') {
+			return nil, false
+		}
+		if neg {
+			n = -n
+		}
+		out = append(out, n)
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return out, trailingWS(b, i+1) == nil
+		default:
+			return nil, false
+		}
+	}
 }
 
 // atoi parses an optional '-' and up to 18 decimal digits without

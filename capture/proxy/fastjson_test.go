@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"testing"
 )
 
@@ -18,6 +19,10 @@ func FuzzDecodeChatReply(f *testing.F) {
 		`{"a\u0041":{"nested":[{},[],""]}}`,
 		`{"choices":[{"logprobs":{"content":[{"token":"token_id:\u0031","logprob":true}]}}]}`,
 		` { "x" : 1 } `, `{}`, `[]`, `{"x":1}x`, `{"x":}`,
+		`{"prompt_token_ids":[0,-0,7, 8 ,123456789012345678],"choices":[{"token_ids":[ ]}]}`,
+		`{"prompt_token_ids":[01,2]}`, `{"prompt_token_ids":[1234567890123456789]}`, `{"prompt_token_ids":[1e3,2]}`,
+		`{"prompt_token_ids":[1,2,]}`, `{"prompt_token_ids":[-]}`, `{"prompt_token_ids":[1 2]}`, `{"prompt_token_ids":[1,2] }`,
+		`{"prompt_token_ids":[1.0]}`, `{"prompt_token_ids":[--1]}`, `{"prompt_token_ids":[1,2`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -43,6 +48,45 @@ func FuzzDecodeChatReply(f *testing.F) {
 		}
 		if !bytes.Equal(fb, sb) {
 			t.Fatalf("fast and slow differ for %q:\nfast %s\nslow %s", raw, fb, sb)
+		}
+	})
+}
+
+// BenchmarkPromptIDs32k reads a reply's 32k prompt token ids with the
+// one-pass integer scan parseIntList tries first, and with the general
+// element splitter it falls back to, side by side.
+func BenchmarkPromptIDs32k(b *testing.B) {
+	ids := []byte("[")
+	for i := range 32000 {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, int64(i*37%151000), 10)
+	}
+	ids = append(ids, ']')
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(ids)))
+		for b.Loop() {
+			if out, ok := scanIntList(ids); !ok || len(out) != 32000 {
+				b.Fatal("the scan refused the ids")
+			}
+		}
+	})
+	b.Run("split", func(b *testing.B) {
+		b.SetBytes(int64(len(ids)))
+		for b.Loop() {
+			out := make([]int, 0, len(ids)/6+1)
+			err := eachElem(ids, func(e []byte) error {
+				n, ok := atoi(e)
+				if !ok {
+					return errShape
+				}
+				out = append(out, n)
+				return nil
+			})
+			if err != nil || len(out) != 32000 {
+				b.Fatal("the splitter refused the ids")
+			}
 		}
 	})
 }
