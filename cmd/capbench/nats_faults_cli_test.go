@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -114,23 +113,18 @@ func tapUpstream(upstream string) (string, <-chan struct{}) {
 	target, err := url.Parse(upstream)
 	Expect(err).NotTo(HaveOccurred())
 	arrived := make(chan struct{}, 16)
-	rp := &httputil.ReverseProxy{
-		// A transport of its own, without kept connections: the shared
-		// default one is emptied by every httptest server that closes, and
-		// a connection picked up as another spec's server shuts down can be
-		// closed under a generation in flight.
-		Transport:     &http.Transport{DisableKeepAlives: true},
-		FlushInterval: -1,
-		Rewrite: func(r *httputil.ProxyRequest) {
-			if r.In.URL.Path == "/v1/chat/completions" {
-				select {
-				case arrived <- struct{}{}:
-				default:
-				}
+	// A transport of its own, without kept connections: the shared default
+	// one is emptied by every httptest server that closes, and a connection
+	// picked up as another spec's server shuts down can be closed under a
+	// generation in flight.
+	rp := passThrough(&http.Transport{DisableKeepAlives: true}, func(*http.Request) *url.URL { return target }, func(r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			select {
+			case arrived <- struct{}{}:
+			default:
 			}
-			r.SetURL(target)
-		},
-	}
+		}
+	})
 	srv := httptest.NewServer(rp)
 	DeferCleanup(srv.Close)
 	return srv.URL, arrived

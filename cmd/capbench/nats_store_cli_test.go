@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -90,16 +89,13 @@ func roundRobin(backends []string) (string, []*atomic.Int64) {
 		targets[i], err = url.Parse(b)
 		Expect(err).NotTo(HaveOccurred())
 	}
-	rp := &httputil.ReverseProxy{
-		FlushInterval: -1,
-		Rewrite: func(r *httputil.ProxyRequest) {
-			i := int(next.Add(1)-1) % len(targets)
-			if strings.Contains(r.In.URL.Path, "/v1/") {
-				counts[i].Add(1)
-			}
-			r.SetURL(targets[i])
-		},
-	}
+	rp := passThrough(nil, func(r *http.Request) *url.URL {
+		i := int(next.Add(1)-1) % len(targets)
+		if strings.Contains(r.URL.Path, "/v1/") {
+			counts[i].Add(1)
+		}
+		return targets[i]
+	}, nil)
 	srv := httptest.NewServer(rp)
 	DeferCleanup(srv.Close)
 	return srv.URL, counts

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -90,7 +89,7 @@ var _ = Describe("capbench run", func() {
 		DeferCleanup(fake.Close)
 		target, err := url.Parse(fake.URL())
 		Expect(err).NotTo(HaveOccurred())
-		rp := httputil.NewSingleHostReverseProxy(target)
+		rp := passThrough(nil, func(*http.Request) *url.URL { return target }, nil)
 		// A real vLLM: no /fake/ endpoints (no scripts, no ledger).
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/fake/") {
