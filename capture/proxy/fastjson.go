@@ -182,6 +182,11 @@ func parseIntList(b []byte) ([]int, bool) {
 	if out, ok := scanIntList(b); ok {
 		return out, true
 	}
+	return splitIntList(b)
+}
+
+// splitIntList is parseIntList on the general element splitter.
+func splitIntList(b []byte) ([]int, bool) {
 	out := make([]int, 0, len(b)/6+1)
 	err := eachElem(b, func(e []byte) error {
 		n, ok := atoi(e)

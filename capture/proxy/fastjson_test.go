@@ -75,16 +75,7 @@ func BenchmarkPromptIDs32k(b *testing.B) {
 	b.Run("split", func(b *testing.B) {
 		b.SetBytes(int64(len(ids)))
 		for b.Loop() {
-			out := make([]int, 0, len(ids)/6+1)
-			err := eachElem(ids, func(e []byte) error {
-				n, ok := atoi(e)
-				if !ok {
-					return errShape
-				}
-				out = append(out, n)
-				return nil
-			})
-			if err != nil || len(out) != 32000 {
+			if out, ok := splitIntList(ids); !ok || len(out) != 32000 {
 				b.Fatal("the splitter refused the ids")
 			}
 		}
