@@ -131,17 +131,24 @@ func AssistantFingerprint(items []any) (string, error) {
 // whose earlier items were model-authored when authored is set, and returns
 // the fingerprint.
 func fingerprintOn[T any](h *fieldHasher, authored bool, items []T, first int) (string, error) {
+	authored, err := feedFingerprint(h, authored, items, first)
+	if err != nil || !authored {
+		return "", err
+	}
+	return h.hex(), nil
+}
+
+// feedFingerprint feeds items to h as fingerprintOn does and reports
+// whether any item so far was model-authored.
+func feedFingerprint[T any](h *fieldHasher, authored bool, items []T, first int) (bool, error) {
 	for i, raw := range items {
 		a, err := fingerprintItem(h, first+i, raw)
 		if err != nil {
-			return "", err
+			return false, err
 		}
 		authored = authored || a
 	}
-	if !authored {
-		return "", nil
-	}
-	return h.hex(), nil
+	return authored, nil
 }
 
 // fingerprintItem feeds item i to an assistant fingerprint and reports

@@ -26,14 +26,7 @@ type Prepared struct {
 // Prepare hashes the request items' assistant fingerprint.
 func Prepare(requestItems []any) *Prepared {
 	p := &Prepared{items: requestItems, fp: newFieldHasher(fingerprintDomain), cd: newFieldHasher(contextDomain)}
-	for i, raw := range requestItems {
-		a, err := fingerprintItem(p.fp, i, raw)
-		if err != nil {
-			p.fpErr = err
-			break
-		}
-		p.authored = p.authored || a
-	}
+	p.authored, p.fpErr = feedFingerprint(p.fp, false, requestItems, 0)
 	return p
 }
 

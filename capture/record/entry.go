@@ -63,6 +63,6 @@ type Entry struct {
 	absent fieldSet
 
 	// stamped memoises StampedDigestMatches when a reader worked it out
-	// ahead (PrecheckDigests).
+	// ahead (DigestPrecheck).
 	stamped stampedCheck
 }
