@@ -37,6 +37,9 @@ type callCtx struct {
 	// engine call (resolveAhead) has set decision and rl; nil when it ran
 	// inline.
 	resolving chan struct{}
+	// promptText is the canonical text of the engine's prompt ids, which
+	// the record copies instead of formatting them (record.TokenText).
+	promptText record.TokenText
 }
 
 // resolved waits for the parent resolution begin started; decision and rl
@@ -441,7 +444,11 @@ func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}
-	resp, err = p.postJSON(ctx, path, cc.hdr, body)
+	decode := decodeObject
+	if path == pathChat {
+		decode = func(raw []byte) (map[string]any, error) { return decodeChatReplyText(raw, &cc.promptText) }
+	}
+	resp, err = p.postDecoded(ctx, path, cc.hdr, body, decode)
 	if err != nil {
 		if cc.capture {
 			p.markIncomplete(ctx, cc, "upstream_error", err)
@@ -521,6 +528,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		return
 	}
 	p.metrics.captured.Inc()
+	e.UsePromptText(record.TokenText{}) // the index keeps the entry, not the reply's text
 	cc.rl.mu.Lock()
 	if err := cc.rl.add(e); err != nil {
 		cc.log.Warn("indexing the committed entry failed", "err", err)
@@ -554,6 +562,7 @@ func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, 
 		ResponseID:         ex.ResponseID,
 		CreatedAt:          float64(time.Now().UnixNano()) / 1e9,
 	}
+	e.UsePromptText(cc.promptText)
 	prep := cc.prep
 	if prep == nil { // no resolution ran (lookup_error)
 		prep = lineage.Prepare(cc.items)

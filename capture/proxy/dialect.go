@@ -99,7 +99,7 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		p.forward(sw, r, rt.APIPath, bytes.NewReader(raw))
 		return
 	}
-	body, err := decodeObject(raw)
+	body, members, err := decodeObjectMembers(raw)
 	if err != nil {
 		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
@@ -110,7 +110,9 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	cc.raw = raw
 	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
-		cc.req = newRawObject(raw, body)
+		if cc.req = rawObjectOf(body, members); members == nil {
+			cc.req = newRawObject(raw, body)
+		}
 	}
 	switch rt.APIPath {
 	case pathChat:

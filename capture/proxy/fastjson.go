@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbench/capbench/capture/record"
+	"github.com/capbench/capbench/internal/jsonscan"
 )
 
 // A minimal structural JSON splitter for the hot path of decodeChatReply.
@@ -27,6 +30,9 @@ func skipWS(b []byte, i int) int {
 // stringEnd returns the index just past the string starting at b[i] == '"'.
 func stringEnd(b []byte, i int) (int, error) {
 	for j := i + 1; j < len(b); j++ {
+		if j = jsonscan.StringRun(b, j, false); j >= len(b) {
+			break
+		}
 		switch b[j] {
 		case '\\':
 			j++
@@ -179,7 +185,7 @@ func trailingWS(b []byte, i int) error {
 
 // parseIntList reads a JSON list of integers; ok is false for anything else.
 func parseIntList(b []byte) ([]int, bool) {
-	if out, ok := scanIntList(b); ok {
+	if out, ok := record.ParseIntArray(b); ok {
 		return out, true
 	}
 	return splitIntList(b)
@@ -197,53 +203,6 @@ func splitIntList(b []byte) ([]int, bool) {
 		return nil
 	})
 	return out, err == nil
-}
-
-// scanIntList reads an array of plain JSON integers (at most 18 digits, no
-// leading zeros) in one pass over the bytes: a 32k-token prompt's ids are
-// most of a reply, and splitting each element out first cost twice this.
-// Anything else (fractions, exponents, long numbers, bad syntax) is not ok,
-// and parseIntList takes its general path.
-func scanIntList(b []byte) ([]int, bool) {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return nil, false
-	}
-	out := make([]int, 0, len(b)/6+1)
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return out, trailingWS(b, i+1) == nil
-	}
-	for {
-		neg := i < len(b) && b[i] == '-'
-		if neg {
-			i++
-		}
-		start, n := i, 0
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 18 {
-			n = n*10 + int(b[i]-'0')
-			i++
-		}
-		if i == start || (b[start] == '0' && i-start > 1) || (i < len(b) && b[i] >= '0' && b[i] <= '9') {
-			return nil, false
-		}
-		if neg {
-			n = -n
-		}
-		out = append(out, n)
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case ']':
-			return out, trailingWS(b, i+1) == nil
-		default:
-			return nil, false
-		}
-	}
 }
 
 // atoi parses an optional '-' and up to 18 decimal digits without
@@ -329,13 +288,21 @@ func parseChatLogprobs(b []byte) (*chatLogprobs, error) {
 	return lp, nil
 }
 
-// decodeChatReplyFast is decodeChatReply on the structural splitter.
-func decodeChatReplyFast(raw []byte) (map[string]any, error) {
+// decodeChatReplyFast is decodeChatReply on the structural splitter. When
+// prompt is not nil it receives the canonical text of the top-level
+// prompt ids, for the record (record.TokenText).
+func decodeChatReplyFast(raw []byte, prompt *record.TokenText) (map[string]any, error) {
 	out := map[string]any{}
 	err := eachField(raw, func(key string, val []byte) error {
 		switch key {
 		case "prompt_token_ids":
-			out[key] = fastInts(val)
+			if prompt == nil {
+				out[key] = fastInts(val)
+			} else if ids, tt, ok := record.ParseTokenIDs(val); ok {
+				out[key], *prompt = ids, tt
+			} else {
+				out[key] = fastInts(val)
+			}
 		case "choices":
 			var choices []any
 			if err := eachElem(val, func(c []byte) error {

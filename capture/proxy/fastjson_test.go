@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+
+	"github.com/capbench/capbench/capture/record"
 )
 
 // FuzzDecodeChatReply checks the structural fast path against encoding/json:
@@ -27,7 +29,8 @@ func FuzzDecodeChatReply(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		fast, ferr := decodeChatReplyFast(raw)
+		var prompt record.TokenText // the path the capture takes
+		fast, ferr := decodeChatReplyFast(raw, &prompt)
 		slow, serr := decodeChatReplySlow(raw)
 		if ferr != nil {
 			return // the caller falls back to the slow path
@@ -53,8 +56,9 @@ func FuzzDecodeChatReply(f *testing.F) {
 }
 
 // BenchmarkPromptIDs32k reads a reply's 32k prompt token ids with the
-// one-pass integer scan parseIntList tries first, and with the general
-// element splitter it falls back to, side by side.
+// one-pass integer scan parseIntList tries first (and with the copy of the
+// ids the capture keeps beside their text), and with the general element
+// splitter it falls back to, side by side.
 func BenchmarkPromptIDs32k(b *testing.B) {
 	ids := []byte("[")
 	for i := range 32000 {
@@ -67,7 +71,15 @@ func BenchmarkPromptIDs32k(b *testing.B) {
 	b.Run("scan", func(b *testing.B) {
 		b.SetBytes(int64(len(ids)))
 		for b.Loop() {
-			if out, ok := scanIntList(ids); !ok || len(out) != 32000 {
+			if out, ok := record.ParseIntArray(ids); !ok || len(out) != 32000 {
+				b.Fatal("the scan refused the ids")
+			}
+		}
+	})
+	b.Run("scan+text", func(b *testing.B) {
+		b.SetBytes(int64(len(ids)))
+		for b.Loop() {
+			if out, _, ok := record.ParseTokenIDs(ids); !ok || len(out) != 32000 {
 				b.Fatal("the scan refused the ids")
 			}
 		}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/capbench/capbench/internal/jsonscan"
 )
 
 // A direct parser for the generic JSON form (map[string]any, []any,
@@ -29,13 +31,28 @@ func parseGeneric(b []byte) (any, bool) {
 	return v, true
 }
 
+// parseGenericMembers parses b as one JSON object, returning it and its
+// members' raw bytes (rawObject) from the same pass.
+func parseGenericMembers(b []byte) (map[string]any, []rawMember, bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil, false
+	}
+	var members []rawMember
+	v, end, ok := genericObject(b, i, 1, &members)
+	if !ok || skipWS(b, end) != len(b) {
+		return nil, nil, false
+	}
+	return v.(map[string]any), members, true
+}
+
 func genericValue(b []byte, i, depth int) (any, int, bool) {
 	if i >= len(b) {
 		return nil, 0, false
 	}
 	switch c := b[i]; c {
 	case '{':
-		return genericObject(b, i, depth+1)
+		return genericObject(b, i, depth+1, nil)
 	case '[':
 		return genericArray(b, i, depth+1)
 	case '"':
@@ -64,7 +81,9 @@ func hasLiteral(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
 }
 
-func genericObject(b []byte, i, depth int) (any, int, bool) {
+// genericObject reads the object at b[i] == '{'; with members not nil it
+// also appends each member's key and raw value bytes, in the order written.
+func genericObject(b []byte, i, depth int, members *[]rawMember) (any, int, bool) {
 	if depth > maxGenericDepth {
 		return nil, 0, false
 	}
@@ -85,11 +104,15 @@ func genericObject(b []byte, i, depth int) (any, int, bool) {
 		if i >= len(b) || b[i] != ':' {
 			return nil, 0, false
 		}
-		v, end, ok := genericValue(b, skipWS(b, i+1), depth)
+		start := skipWS(b, i+1)
+		v, end, ok := genericValue(b, start, depth)
 		if !ok {
 			return nil, 0, false
 		}
 		m[k] = v
+		if members != nil {
+			*members = append(*members, rawMember{k, b[start:end]})
+		}
 		i = skipWS(b, end)
 		if i >= len(b) {
 			return nil, 0, false
@@ -159,6 +182,9 @@ func genericKey(b []byte, i int) (string, int, bool) {
 func genericString(b []byte, i int) (any, int, bool) {
 	plain, ascii := true, true
 	for j := i + 1; j < len(b); j++ {
+		if j = jsonscan.StringRun(b, j, ascii); j >= len(b) {
+			break
+		}
 		switch c := b[j]; {
 		case c == '"':
 			s := b[i+1 : j]

@@ -49,7 +49,38 @@ func FuzzParseGeneric(f *testing.F) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("parse of %q differs:\n got %#v\nwant %#v", raw, got, want)
 		}
+		checkMembers(t, raw, got)
 	})
+}
+
+// checkMembers checks that the members parseGenericMembers returns beside
+// the object are the ones newRawObject splits out of the same bytes.
+func checkMembers(t *testing.T, raw []byte, parsed any) {
+	t.Helper()
+	obj, isObject := parsed.(map[string]any)
+	m, members, ok := parseGenericMembers(raw)
+	if !isObject {
+		if ok {
+			t.Fatalf("parseGenericMembers accepted %q, which is not an object", raw)
+		}
+		return
+	}
+	if !ok || !reflect.DeepEqual(m, obj) {
+		t.Fatalf("parseGenericMembers of %q: ok %v, %#v; parseGeneric gave %#v", raw, ok, m, obj)
+	}
+	split := newRawObject(raw, m)
+	if split == nil {
+		t.Fatalf("the splitter refused %q, which the parser read", raw)
+	}
+	if len(members) != len(split.members) {
+		t.Fatalf("%q: %d members from the parse, %d from the splitter", raw, len(members), len(split.members))
+	}
+	for i := range members {
+		if members[i].key != split.members[i].key || !bytes.Equal(members[i].raw, split.members[i].raw) {
+			t.Fatalf("%q: member %d is %q=%q from the parse, %q=%q from the splitter", raw, i,
+				members[i].key, members[i].raw, split.members[i].key, split.members[i].raw)
+		}
+	}
 }
 
 // FuzzMarshalGeneric checks the generic encoder against json.Marshal byte for

@@ -31,16 +31,21 @@ type rawMember struct {
 // nil when the splitter cannot read it, in which case encode falls back to
 // marshalGeneric.
 func newRawObject(raw []byte, fields map[string]any) *rawObject {
-	// A snapshot: the caller rewrites its map in place.
-	ro := &rawObject{fields: maps.Clone(fields)}
+	var members []rawMember
 	err := eachField(raw, func(key string, val []byte) error {
-		ro.members = append(ro.members, rawMember{key, val})
+		members = append(members, rawMember{key, val})
 		return nil
 	})
 	if err != nil {
 		return nil
 	}
-	return ro
+	return rawObjectOf(fields, members)
+}
+
+// rawObjectOf is newRawObject for members already split out.
+func rawObjectOf(fields map[string]any, members []rawMember) *rawObject {
+	// A snapshot: the caller rewrites its map in place.
+	return &rawObject{fields: maps.Clone(fields), members: members}
 }
 
 // encode writes out, an object built from ro's fields with some members

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/capbench/capbench/capture/record"
 )
 
 // Decoding a chat completion generically (every value an interface) costs
@@ -30,7 +32,15 @@ type logprobEntry struct {
 func (l *chatLogprobs) MarshalJSON() ([]byte, error) { return l.raw, nil }
 
 func decodeChatReply(raw []byte) (map[string]any, error) {
-	if out, err := decodeChatReplyFast(raw); err == nil {
+	return decodeChatReplyText(raw, nil)
+}
+
+// decodeChatReplyText is decodeChatReply that also hands the canonical text
+// of the top-level prompt ids to prompt when it is not nil (the fast path
+// only; the fallback leaves it as the fast path left it, and a text that
+// does not match the ids is never used: record.TokenText).
+func decodeChatReplyText(raw []byte, prompt *record.TokenText) (map[string]any, error) {
+	if out, err := decodeChatReplyFast(raw, prompt); err == nil {
 		return out, nil
 	}
 	return decodeChatReplySlow(raw)

@@ -145,6 +145,11 @@ func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body
 	if path == pathChat {
 		decode = decodeChatReply
 	}
+	return p.postDecoded(ctx, path, hdr, body, decode)
+}
+
+// postDecoded is postJSON with the reply decoder given.
+func (p *Proxy) postDecoded(ctx context.Context, path string, hdr http.Header, body []byte, decode func([]byte) (map[string]any, error)) (map[string]any, error) {
 	req, err := p.upstreamPost(ctx, path, hdr, body, "application/json")
 	if err != nil {
 		return nil, err
@@ -237,6 +242,17 @@ func (p *peekReader) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	return p.r.Read(b)
+}
+
+// decodeObjectMembers is decodeObject that also returns the object's
+// members as written, from the same pass, when the direct parser read it
+// (nil otherwise: newRawObject then splits them).
+func decodeObjectMembers(raw []byte) (map[string]any, []rawMember, error) {
+	if m, members, ok := parseGenericMembers(raw); ok {
+		return m, members, nil
+	}
+	m, err := decodeObject(raw)
+	return m, nil, err
 }
 
 // decodeObject decodes one JSON object, keeping numbers exact.

@@ -82,15 +82,36 @@ func BenchmarkParseLine32kEncodingJSON(b *testing.B) {
 	}
 }
 
+// BenchmarkMarshalCanonical32k encodes the 32k-token record with its
+// prompt ids formatted, and with the canonical text they were read from
+// (record.TokenText, as the capture proxy hands over the engine's reply),
+// side by side.
 func BenchmarkMarshalCanonical32k(b *testing.B) {
-	e := entry32k()
 	line := line32k(b)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := e.MarshalCanonical(); err != nil {
-			b.Fatal(err)
+	for _, withText := range []bool{false, true} {
+		name := "format"
+		e := entry32k()
+		if withText {
+			name = "prompt-text"
+			text, err := record.Canonical(e.PromptTokenIDs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, tt, ok := record.ParseTokenIDs(text)
+			if !ok {
+				b.Fatal("the prompt ids do not parse")
+			}
+			e.UsePromptText(tt)
 		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.MarshalCanonical(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -152,28 +152,54 @@ func appendSortedObject[V any](dst []byte, m map[string]V, appendValue func([]by
 }
 
 func appendInts(dst []byte, ids []int) []byte {
+	dst = slices.Grow(dst, 2+7*len(ids)) // a six-digit id and its comma
 	dst = append(dst, '[')
 	for i, id := range ids {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if id < 0 || id >= 1e9 {
+		if uint(id) >= 1e9 { // negative or wide: strconv's general path
 			dst = strconv.AppendInt(dst, int64(id), 10)
 			continue
 		}
-		// Token ids are small non-negative numbers: write the digits in
-		// place instead of through strconv's scratch buffer.
-		n := 1
-		for p := 10; p <= id; p *= 10 {
-			n++
-		}
-		dst = append(dst, "000000000"[:n]...)
-		for j, v := len(dst)-1, id; j >= len(dst)-n; j-- {
-			dst[j] = byte('0' + v%10)
-			v /= 10
-		}
+		// Token ids are small non-negative numbers: their digits are
+		// written in place, two at a time.
+		dst = appendSmallInt(dst, uint32(id))
 	}
 	return append(dst, ']')
+}
+
+// maxSmallDigits is the width appendSmallInt handles: ids below 1e9.
+const maxSmallDigits = 9
+
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// appendSmallInt appends v (< 1e9) in decimal.
+func appendSmallInt(dst []byte, v uint32) []byte {
+	n := 1
+	for p := uint32(10); p <= v && n < maxSmallDigits; p *= 10 {
+		n++
+	}
+	if cap(dst)-len(dst) < n {
+		dst = slices.Grow(dst, n)
+	}
+	end := len(dst) + n
+	dst = dst[:end]
+	out := dst[end-n : end]
+	j := n
+	for v >= 100 {
+		q := v / 100
+		r := (v - q*100) * 2
+		j -= 2
+		out[j], out[j+1] = digitPairs[r], digitPairs[r+1]
+		v = q
+	}
+	if v >= 10 {
+		out[0], out[1] = digitPairs[v*2], digitPairs[v*2+1]
+	} else {
+		out[0] = byte('0' + v)
+	}
+	return dst
 }
 
 // appendRaw re-encodes raw JSON text canonically. Arrays of plain integers

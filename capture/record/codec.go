@@ -247,6 +247,9 @@ func (e *Entry) appendField(dst []byte, key string) ([]byte, error) {
 	case keyPromptIsDelta:
 		return strconv.AppendBool(dst, e.PromptIsDelta), nil
 	case keyPromptIDs:
+		if e.promptText.encodes(e.PromptTokenIDs) {
+			return append(dst, e.promptText.text...), nil
+		}
 		return appendInts(dst, e.PromptTokenIDs), nil
 	case keyResponseID:
 		return appendStringPtr(dst, e.ResponseID)

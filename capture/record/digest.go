@@ -71,11 +71,12 @@ func (e *Entry) Cumulative() []int {
 // Cumulative when nil, which a delta record refuses) and the parent verdict,
 // then re-checks the parent rules of docs/record.md#validation. On error the entry is left unchanged.
 func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string, cumulative []int) error {
+	head, tail := cumulative, []int(nil)
 	if cumulative == nil {
 		if e.PromptIsDelta {
 			return fmt.Errorf("%w: a delta record needs its full cumulative tokens to be stamped", ErrInvalid)
 		}
-		cumulative = e.Cumulative()
+		head, tail = e.PromptTokenIDs, e.GenerationTokenIDs // hashed as one sequence, not joined
 	}
 	var parent *string
 	if parentCallID != "" {
@@ -85,11 +86,11 @@ func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string,
 	if err := checkParentRules(&resolution, parent); err != nil {
 		return err
 	}
-	digest, err := TokenDigest(cumulative)
+	digest, err := tokenDigest(head, tail)
 	if err != nil {
 		return err
 	}
-	cumLen := len(cumulative)
+	cumLen := len(head) + len(tail)
 	e.CumLen = &cumLen
 	e.Digest = &digest
 	e.ParentCallID = parent
@@ -106,6 +107,7 @@ func (e *Entry) Clone() *Entry {
 	}
 	c := *e
 	c.stamped = stampedCheck{}
+	c.promptText = TokenText{}
 	c.PromptTokenIDs = cloneSlice(e.PromptTokenIDs)
 	c.GenerationTokenIDs = cloneSlice(e.GenerationTokenIDs)
 	c.GenerationLogProbs = cloneSlice(e.GenerationLogProbs)

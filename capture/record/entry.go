@@ -65,4 +65,8 @@ type Entry struct {
 	// stamped memoises StampedDigestMatches when a reader worked it out
 	// ahead (DigestPrecheck).
 	stamped stampedCheck
+
+	// promptText is the canonical text PromptTokenIDs were read from, when
+	// the caller handed it over (UsePromptText).
+	promptText TokenText
 }

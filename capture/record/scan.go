@@ -338,23 +338,11 @@ func (s *scanner) ints(field string, known []tokenArray, base []int, spare int) 
 	}
 	for {
 		// Fast path: optional '-', digits, directly followed by ',' or ']'.
-		i := s.i
-		neg := false
-		if i < len(b) && b[i] == '-' {
-			neg = true
-			i++
+		v, j, good := shortUint(b, s.i)
+		if !good {
+			v, j, good = longInt(b, s.i)
 		}
-		j := i
-		var n uint64
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' && j-i < 18 {
-			n = n*10 + uint64(b[j]-'0')
-			j++
-		}
-		if j > i && j < len(b) && (b[j] == ',' || b[j] == ']') && !(b[i] == '0' && j-i > 1) {
-			v := int(n)
-			if neg {
-				v = -v
-			}
+		if good && j < len(b) && (b[j] == ',' || b[j] == ']') {
 			out = append(out, v)
 			if b[j] == ']' {
 				s.i = j + 1

@@ -18,6 +18,9 @@ import (
 type TailReader interface {
 	ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error)
 	ReadLine(ctx context.Context, rolloutID string, at LineRef) (*record.Entry, error)
+	// CheckLine is ReadLine without the read: nil while at still names a
+	// line of the rollout, ErrStaleRef when it no longer does.
+	CheckLine(ctx context.Context, rolloutID string, at LineRef) error
 }
 
 // Cursor is a place in one rollout's records file: an offset in one file
@@ -119,48 +122,71 @@ func parseTail(id string, data []byte, base int64, file fileID, out *Tail) (int6
 
 // ReadLine reads the one entry at ref, under a shared lock.
 func (s *FileStore) ReadLine(ctx context.Context, rolloutID string, ref LineRef) (*record.Entry, error) {
+	var e *record.Entry
+	err := s.atLine(ctx, rolloutID, ref, func(f *os.File) error {
+		buf := make([]byte, ref.length)
+		if _, err := f.ReadAt(buf, ref.offset); err != nil {
+			return fmt.Errorf("store: read %s: %w", f.Name(), err)
+		}
+		var err error
+		if e, err = record.ParseLine(trimLine(buf)); err != nil {
+			return fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, rolloutID, ref.offset, err)
+		}
+		return nil
+	})
+	return e, err
+}
+
+// CheckLine reports whether ref still names a line of the rollout's
+// records (ErrStaleRef when the file was replaced or cut back below it),
+// without reading the line.
+func (s *FileStore) CheckLine(ctx context.Context, rolloutID string, ref LineRef) error {
+	return s.atLine(ctx, rolloutID, ref, func(*os.File) error { return nil })
+}
+
+// atLine runs fn on the rollout's JSONL, under its shared lock, once ref is
+// known to lie in it.
+func (s *FileStore) atLine(ctx context.Context, rolloutID string, ref LineRef, fn func(*os.File) error) error {
 	h, err := s.lock(ctx, rolloutID, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer h.unlock()
 	path := s.path(rolloutID, suffixJSONL)
 	f, err := openRegular(path, os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+		return fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return fmt.Errorf("store: open %s: %w", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("store: stat %s: %w", path, err)
+		return fmt.Errorf("store: stat %s: %w", path, err)
 	}
 	if idOf(fi) != ref.file || ref.offset+int64(ref.length) > fi.Size() {
-		return nil, fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+		return fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
 	}
-	buf := make([]byte, ref.length)
-	if _, err := f.ReadAt(buf, ref.offset); err != nil {
-		return nil, fmt.Errorf("store: read %s: %w", path, err)
-	}
-	e, err := record.ParseLine(trimLine(buf))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: line at byte %d: %w", ErrCorrupt, rolloutID, ref.offset, err)
-	}
-	return e, nil
+	return fn(f)
 }
 
 // Follower follows one rollout's records for request-time parent
 // resolution: each Refresh reads only what was appended since the last, and
 // a parent's cumulative tokens are read from that parent's own lines. It
-// keeps one small reference per call, never token arrays, so nothing a call
-// costs grows with the calls before it. Not safe for concurrent use.
+// keeps one small reference per call and the entries of the last Refresh
+// only, so nothing a call costs grows with the calls before it. Not safe
+// for concurrent use.
 type Follower struct {
 	src   TailReader
 	id    string
 	cur   Cursor
 	lines map[string]followed
+	// recent holds the entries the last Refresh read, by call id: the
+	// parent a call names is most often the call just before it, whose
+	// line that Refresh has just parsed (a 32k-token line costs half a
+	// millisecond to parse again).
+	recent map[string]*record.Entry
 }
 
 type followed struct {
@@ -185,6 +211,7 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 	if t.Reset {
 		clear(f.lines)
 	}
+	clear(f.recent)
 	for i, e := range t.Entries {
 		if _, dup := f.lines[e.ModelCallID]; dup {
 			continue // the first line of a call id is the one that counts
@@ -194,6 +221,10 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 			fl.parent = *e.ParentCallID
 		}
 		f.lines[e.ModelCallID] = fl
+		if f.recent == nil {
+			f.recent = map[string]*record.Entry{}
+		}
+		f.recent[e.ModelCallID] = e
 	}
 	f.cur = t.Next
 	return t.Entries, t.Reset, nil
@@ -217,7 +248,7 @@ func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error)
 			return nil, fmt.Errorf("delta chain loops at call %s", id)
 		}
 		seen[id] = true
-		e, err := f.src.ReadLine(ctx, f.id, fl.ref)
+		e, err := f.line(ctx, id, fl.ref)
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +267,18 @@ func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error)
 		out = append(out, e.GenerationTokenIDs...)
 	}
 	return out, nil
+}
+
+// line is the entry at ref: the one the last Refresh parsed while ref still
+// names its line, else read again.
+func (f *Follower) line(ctx context.Context, id string, ref LineRef) (*record.Entry, error) {
+	if e, ok := f.recent[id]; ok {
+		if err := f.src.CheckLine(ctx, f.id, ref); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+	return f.src.ReadLine(ctx, f.id, ref)
 }
 
 var _ TailReader = (*FileStore)(nil)

@@ -65,6 +65,31 @@ var _ = Describe("following a rollout's records", func() {
 		Expect(err).To(MatchError(store.ErrStaleRef))
 	})
 
+	It("takes the lines the last refresh read from that refresh, and older ones from the store", func() {
+		_, want := chainedLines("f4", 3)
+		counted := &countingReader{TailReader: fs}
+		f := store.NewFollower(counted, "f4")
+		for _, e := range want {
+			Expect(fs.Put(ctx, e)).To(Succeed())
+		}
+		_, _, err := f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fs.Put(ctx, nextCall(want[2], "call-003"))).To(Succeed())
+		_, _, err = f.Refresh(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		got, err := f.Cumulative(ctx, "call-003")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(nextCall(want[2], "call-003").Cumulative()))
+		Expect(counted.reads).To(Equal(0), "the line the last refresh parsed is not read again")
+		Expect(counted.checks).To(Equal(1), "but its place in the file is checked")
+
+		got, err = f.Cumulative(ctx, want[1].ModelCallID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(want[1].Cumulative()))
+		Expect(counted.reads).To(Equal(1), "a line of an earlier refresh is read from the store")
+	})
+
 	It("refuses to follow a planted link", func() {
 		victim := filepath.Join(GinkgoT().TempDir(), "v")
 		Expect(os.WriteFile(victim, []byte("x\n"), 0o600)).To(Succeed())
@@ -103,3 +128,28 @@ var _ = Describe("following a rollout in the memory store", func() {
 		Expect(f.Len()).To(Equal(1))
 	})
 })
+
+// countingReader counts the line reads and checks a Follower makes.
+type countingReader struct {
+	store.TailReader
+	reads, checks int
+}
+
+func (c *countingReader) ReadLine(ctx context.Context, id string, at store.LineRef) (*record.Entry, error) {
+	c.reads++
+	return c.TailReader.ReadLine(ctx, id, at)
+}
+
+func (c *countingReader) CheckLine(ctx context.Context, id string, at store.LineRef) error {
+	c.checks++
+	return c.TailReader.CheckLine(ctx, id, at)
+}
+
+// nextCall is a call that continues parent: its prompt is the parent's
+// whole sequence plus one token.
+func nextCall(parent *record.Entry, callID string) *record.Entry {
+	e := newEntry(parent.RolloutID, callID, 900, 901)
+	e.PromptTokenIDs = append(parent.Cumulative(), 42)
+	Expect(e.StampLineage(record.ResolutionResolved, parent.ModelCallID, "", nil)).To(Succeed())
+	return e
+}

@@ -44,14 +44,31 @@ func (m *MemoryStore) ReadLine(ctx context.Context, rolloutID string, ref LineRe
 		return nil, err
 	}
 	defer m.unlock(rolloutID, r)
-	if (fileID{ino: r.gen}) != ref.file || ref.offset >= int64(len(r.lines)) {
-		return nil, fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+	if err := m.checkLine(rolloutID, r, ref); err != nil {
+		return nil, err
 	}
 	e, err := record.ParseLine(r.lines[ref.offset])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: line %d: %w", ErrCorrupt, rolloutID, ref.offset+1, err)
 	}
 	return e, nil
+}
+
+// CheckLine reports whether ref still names a line; see FileStore.CheckLine.
+func (m *MemoryStore) CheckLine(ctx context.Context, rolloutID string, ref LineRef) error {
+	r, err := m.get(ctx, rolloutID)
+	if err != nil {
+		return err
+	}
+	defer m.unlock(rolloutID, r)
+	return m.checkLine(rolloutID, r, ref)
+}
+
+func (m *MemoryStore) checkLine(rolloutID string, r *memRollout, ref LineRef) error {
+	if (fileID{ino: r.gen}) != ref.file || ref.offset >= int64(len(r.lines)) {
+		return fmt.Errorf("store: %s: %w", rolloutID, ErrStaleRef)
+	}
+	return nil
 }
 
 // newGeneration gives r's lines a generation no cursor has seen.

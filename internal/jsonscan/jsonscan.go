@@ -28,6 +28,9 @@ func String(b []byte, i int) (end int, escaped, ok bool) {
 		return 0, false, false
 	}
 	for j := i + 1; j < len(b); j++ {
+		if j = StringRun(b, j, false); j >= len(b) {
+			break
+		}
 		c := b[j]
 		switch {
 		case c == '"':
