@@ -38,7 +38,9 @@ func decodeChatReply(raw []byte) (map[string]any, error) {
 // decodeChatReplyText is decodeChatReply that also hands the canonical text
 // of the top-level prompt ids to prompt when it is not nil (the fast path
 // only; the fallback leaves it as the fast path left it, and a text that
-// does not match the ids is never used: record.TokenText).
+// does not match the ids is never used: record.TokenText). The text points
+// into raw, which must not be reused while the record is built: both
+// callers pass a buffer of its own (the whole reply, one stream event).
 func decodeChatReplyText(raw []byte, prompt *record.TokenText) (map[string]any, error) {
 	if out, err := decodeChatReplyFast(raw, prompt); err == nil {
 		return out, nil

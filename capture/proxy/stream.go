@@ -115,7 +115,12 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 		if bytes.Equal(data, doneMarker) {
 			break
 		}
-		c, err := decodeChatReply(data)
+		var c map[string]any
+		if cc.capture { // the chunk that carries the prompt ids hands their text to the record
+			c, err = decodeChatReplyText(data, &cc.promptText)
+		} else {
+			c, err = decodeChatReply(data)
+		}
 		if err != nil {
 			cut("upstream_error", fmt.Errorf("engine chunk is not a JSON object: %w", err))
 		}

@@ -15,7 +15,9 @@ import (
 // It keeps a private copy of the ids the text was parsed to, and the text
 // is used only while the entry's prompt still equals them: a caller that
 // changes the ids, in place or by replacing the slice, gets them
-// formatted as before. The zero value holds nothing.
+// formatted as before. The text is the parsed bytes themselves, not a
+// copy: they must not change while an entry holds the TokenText. The zero
+// value holds nothing.
 type TokenText struct {
 	ids  []int  // a copy, so that changes to the caller's ids show
 	text []byte // "[1,2,3]": canonical, as ParseTokenIDs checked
