@@ -51,6 +51,7 @@ var _ = Describe("parent resolution over the file store", func() {
 			fake := startFake()
 			fs, err := store.NewFileStore(GinkgoT().TempDir())
 			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() { Expect(fs.Close()).To(Succeed()) })
 			st := &countingFileStore{FileStore: fs}
 			p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = true })
 			url := p.URL() + "/ng-rollout/follow-1/training-token-capture/v1/chat/completions"

@@ -51,6 +51,8 @@ func beforeEachFileStore(ctx *context.Context, dir *string, fs **store.FileStore
 		var err error
 		*fs, err = store.NewFileStore(*dir)
 		Expect(err).NotTo(HaveOccurred())
+		s := *fs
+		DeferCleanup(func() { Expect(s.Close()).To(Succeed(), "closing the spec's store") })
 	})
 }
 
