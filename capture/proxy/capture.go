@@ -302,6 +302,9 @@ func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLi
 	cc.decision = rl.index.ResolvePrepared(cc.prep, func(callID string) ([]int, error) {
 		return rl.follow.Cumulative(ctx, callID)
 	})
+	// The follower outlives the call (one per tracked rollout): the entries
+	// its refresh read were for this resolution only.
+	rl.follow.ForgetRead()
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
 }
 

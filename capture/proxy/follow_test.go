@@ -88,6 +88,9 @@ var _ = Describe("parent resolution over the file store", func() {
 			// checked in the file, not read and parsed again.
 			Expect(st.checks.Load()).To(BeNumerically(">=", calls-1))
 			Expect(st.lines.Load()).To(BeZero())
+			// Nor are they kept once the call is resolved: a proxy tracks
+			// thousands of rollouts between their calls.
+			Expect(p.HeldEntries()).To(BeZero())
 		},
 		Entry("small requests, resolved before the engine call", "You are terse."),
 		// Above 32 KB the resolution runs while the engine generates.

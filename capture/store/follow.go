@@ -174,9 +174,11 @@ func (s *FileStore) atLine(ctx context.Context, rolloutID string, ref LineRef, f
 // Follower follows one rollout's records for request-time parent
 // resolution: each Refresh reads only what was appended since the last, and
 // a parent's cumulative tokens are read from that parent's own lines. It
-// keeps one small reference per call and the entries of the last Refresh
-// only, so nothing a call costs grows with the calls before it. Not safe
-// for concurrent use.
+// keeps one small reference per call, so nothing a call costs grows with
+// the calls before it, and the entries its last Refresh read until
+// ForgetRead (a follower kept between calls should forget them once the
+// call is resolved: they hold whole token arrays). Not safe for concurrent
+// use.
 type Follower struct {
 	src   TailReader
 	id    string
@@ -229,6 +231,13 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 	f.cur = t.Next
 	return t.Entries, t.Reset, nil
 }
+
+// ForgetRead drops the entries the last Refresh read; Cumulative then
+// reads every line from the store again.
+func (f *Follower) ForgetRead() { f.recent = nil }
+
+// Holding is how many entries the follower holds from its last Refresh.
+func (f *Follower) Holding() int { return len(f.recent) }
 
 // Len is how many call ids have been followed.
 func (f *Follower) Len() int { return len(f.lines) }

@@ -88,6 +88,11 @@ var _ = Describe("following a rollout's records", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got).To(Equal(want[1].Cumulative()))
 		Expect(counted.reads).To(Equal(1), "a line of an earlier refresh is read from the store")
+
+		f.ForgetRead()
+		_, err = f.Cumulative(ctx, "call-003")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(counted.reads).To(Equal(2), "once forgotten, the last refresh's lines are read from the store too")
 	})
 
 	It("refuses to follow a planted link", func() {
