@@ -37,6 +37,9 @@ type callCtx struct {
 	// engine call (resolveAhead) has set decision and rl; nil when it ran
 	// inline.
 	resolving chan struct{}
+	// readItems, when set, reads items (and itemsErr) from a request whose
+	// members were left undecoded; resolveParent runs it first.
+	readItems func()
 	// promptText is the canonical text of the engine's prompt ids, which
 	// the record copies instead of formatting them (record.TokenText).
 	promptText record.TokenText
@@ -226,6 +229,10 @@ func mayContinue(items []any) bool {
 func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	rl := p.lineageFor(cc.rt.RolloutID)
 	cc.rl = rl
+	if cc.readItems != nil {
+		cc.readItems()
+		cc.readItems = nil
+	}
 	if cc.itemsErr {
 		return // the decision is already UNRESOLVED lookup_error
 	}

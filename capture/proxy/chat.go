@@ -10,7 +10,7 @@ import (
 
 // handleChat serves /v1/chat/completions on the capture path.
 func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	if _, ok := body["messages"].([]any); !ok {
+	if !isList(body["messages"]) {
 		writeOpenAIError(w, http.StatusBadRequest, "messages must be a list of message objects")
 		return
 	}
@@ -26,7 +26,7 @@ func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 		includeUsage, _ = so["include_usage"].(bool)
 	}
 	clientLogprobs, _ := body["logprobs"].(bool)
-	p.requestItems(cc, lineage.DialectChat, body)
+	p.requestItemsOf(cc, lineage.DialectChat, body)
 
 	ctx := r.Context()
 	p.runCall(w, r, cc, &modelCall{path: pathChat, out: cloneMap(body), stream: stream, errw: writeOpenAIError, passBody: true,

@@ -99,7 +99,11 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		p.forward(sw, r, rt.APIPath, bytes.NewReader(raw))
 		return
 	}
-	body, members, err := decodeObjectMembers(raw)
+	lazy := ""
+	if cc.capture && rt.APIPath == pathChat && len(raw) >= resolveAheadBytes {
+		lazy = "messages" // read by the resolution beside the engine call (requestItemsOf)
+	}
+	body, members, err := decodeObjectMembers(raw, lazy)
 	if err != nil {
 		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return
@@ -160,6 +164,22 @@ func (p *Proxy) requestItems(cc *callCtx, d lineage.Dialect, body map[string]any
 		return
 	}
 	cc.items = items
+}
+
+// requestItemsOf is requestItems, which waits for the parent resolution
+// when body holds undecoded members: the items are then read where the
+// resolution runs, beside the engine call.
+func (p *Proxy) requestItemsOf(cc *callCtx, d lineage.Dialect, body map[string]any) {
+	if !cc.capture {
+		return
+	}
+	for _, v := range body {
+		if _, ok := v.(*lazyValue); ok {
+			cc.readItems = func() { p.requestItems(cc, d, decoded(body)) }
+			return
+		}
+	}
+	p.requestItems(cc, d, body)
 }
 
 // checkN rejects n > 1 on the capture path (docs/capture-path.md#one-captured-call-in-order).

@@ -54,6 +54,8 @@ func appendGeneric(dst []byte, v any, depth int) ([]byte, error) {
 			return nil, fmt.Errorf("proxy: raw JSON value: %w", err)
 		}
 		return buf.Bytes(), nil
+	case *lazyValue:
+		return appendGeneric(dst, json.RawMessage(x.raw), depth)
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil

@@ -173,14 +173,38 @@ var _ = Describe("failure rules and bad input", func() {
 		Expect(incomplete(ctx, st, "f1")).To(BeFalse())
 	})
 
-	It("records an unreadable conversation as UNRESOLVED lookup_error without failing the call", func(ctx SpecContext) {
-		r := do(ctx, "POST", p.URL()+chatPath, []byte(`{"messages":[{"role":"user","content":"q"},"not an object"]}`), nil)
-		Expect(r.Status).To(Equal(200))
-		es := entries(ctx, st, "f1")
-		Expect(es).To(HaveLen(1))
-		Expect(*es[0].ParentResolution).To(Equal(record.ResolutionUnresolved))
-		Expect(es[0].ParentResolutionReason).To(Equal("lookup_error"))
-	})
+	// Above 32 KB a chat request's messages are decoded beside the engine
+	// call, not before it: every answer must stay the one a small request
+	// gets.
+	long := strings.Repeat("x", 40<<10)
+	DescribeTable("records an unreadable conversation as UNRESOLVED lookup_error without failing the call",
+		func(ctx SpecContext, content string) {
+			body := fmt.Appendf(nil, `{"messages":[{"role":"user","content":%q},"not an object"]}`, content)
+			r := do(ctx, "POST", p.URL()+chatPath, body, nil)
+			Expect(r.Status).To(Equal(200))
+			es := entries(ctx, st, "f1")
+			Expect(es).To(HaveLen(1))
+			Expect(*es[0].ParentResolution).To(Equal(record.ResolutionUnresolved))
+			Expect(es[0].ParentResolutionReason).To(Equal("lookup_error"))
+		},
+		Entry("a small request", "q"),
+		Entry("a request over 32 KB", long),
+	)
+
+	DescribeTable("refuses a chat body whose messages are not a list of valid JSON, before anything reaches the engine",
+		func(ctx SpecContext, body, message string) {
+			r := do(ctx, "POST", p.URL()+chatPath, []byte(body), nil)
+			Expect(r.Status).To(Equal(400), string(r.Body))
+			Expect(string(r.Body)).To(ContainSubstring(message))
+			Expect(up.generations()).To(BeEmpty())
+			Expect(entries(ctx, st, "f1")).To(BeEmpty())
+		},
+		Entry("messages an object, small", `{"messages":{"role":"user","content":"q"}}`, "messages must be a list of message objects"),
+		Entry("messages an object, over 32 KB", `{"messages":{"role":"user","content":"`+long+`"}}`, "messages must be a list of message objects"),
+		Entry("broken JSON inside a message, small", `{"messages":[{"role":"user","content":"q"},{"role":}]}`, "request body is not a JSON object"),
+		Entry("broken JSON inside a message, over 32 KB", `{"messages":[{"role":"user","content":"`+long+`"},{"role":}]}`, "request body is not a JSON object"),
+		Entry("a bad escape inside a message, over 32 KB", `{"messages":[{"role":"user","content":"`+long+`\q"}]}`, "request body is not a JSON object"),
+	)
 
 	Describe("retries (Claude Code resends the identical body)", func() {
 		It("after a 529, the retry is captured as a new call; only the failed attempt makes the rollout incomplete", func(ctx SpecContext) {

@@ -32,18 +32,36 @@ func parseGeneric(b []byte) (any, bool) {
 }
 
 // parseGenericMembers parses b as one JSON object, returning it and its
-// members' raw bytes (rawObject) from the same pass.
-func parseGenericMembers(b []byte) (map[string]any, []rawMember, bool) {
+// members' raw bytes (rawObject) from the same pass. A member named lazy
+// (none when "") is only checked, and left as a *lazyValue.
+func parseGenericMembers(b []byte, lazy string) (map[string]any, []rawMember, bool) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil, false
 	}
-	var members []rawMember
-	v, end, ok := genericObject(b, i, 1, &members)
+	top := &topLevel{lazy: lazy}
+	v, end, ok := genericObject(b, i, 1, top)
 	if !ok || skipWS(b, end) != len(b) {
 		return nil, nil, false
 	}
-	return v.(map[string]any), members, true
+	return v.(map[string]any), top.members, true
+}
+
+// topLevel is what genericObject also does for the outermost object: keep
+// each member's bytes, and leave one member undecoded.
+type topLevel struct {
+	members []rawMember
+	lazy    string
+}
+
+// member reads the value of the top-level member k at b[i].
+func (t *topLevel) member(b []byte, i, depth int, k string) (any, int, bool) {
+	if t.lazy != "" && k == t.lazy {
+		if v, end, ok := lazyMember(b, i); ok {
+			return v, end, true
+		}
+	}
+	return genericValue(b, i, depth)
 }
 
 func genericValue(b []byte, i, depth int) (any, int, bool) {
@@ -81,9 +99,9 @@ func hasLiteral(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
 }
 
-// genericObject reads the object at b[i] == '{'; with members not nil it
-// also appends each member's key and raw value bytes, in the order written.
-func genericObject(b []byte, i, depth int, members *[]rawMember) (any, int, bool) {
+// genericObject reads the object at b[i] == '{'; with top not nil it is
+// the outermost object (topLevel).
+func genericObject(b []byte, i, depth int, top *topLevel) (any, int, bool) {
 	if depth > maxGenericDepth {
 		return nil, 0, false
 	}
@@ -105,13 +123,18 @@ func genericObject(b []byte, i, depth int, members *[]rawMember) (any, int, bool
 			return nil, 0, false
 		}
 		start := skipWS(b, i+1)
-		v, end, ok := genericValue(b, start, depth)
+		var v any
+		if top != nil {
+			v, end, ok = top.member(b, start, depth, k)
+		} else {
+			v, end, ok = genericValue(b, start, depth)
+		}
 		if !ok {
 			return nil, 0, false
 		}
 		m[k] = v
-		if members != nil {
-			*members = append(*members, rawMember{k, b[start:end]})
+		if top != nil {
+			top.members = append(top.members, rawMember{k, b[start:end]})
 		}
 		i = skipWS(b, end)
 		if i >= len(b) {

@@ -58,7 +58,7 @@ func FuzzParseGeneric(f *testing.F) {
 func checkMembers(t *testing.T, raw []byte, parsed any) {
 	t.Helper()
 	obj, isObject := parsed.(map[string]any)
-	m, members, ok := parseGenericMembers(raw)
+	m, members, ok := parseGenericMembers(raw, "")
 	if !isObject {
 		if ok {
 			t.Fatalf("parseGenericMembers accepted %q, which is not an object", raw)
@@ -79,6 +79,15 @@ func checkMembers(t *testing.T, raw []byte, parsed any) {
 		if members[i].key != split.members[i].key || !bytes.Equal(members[i].raw, split.members[i].raw) {
 			t.Fatalf("%q: member %d is %q=%q from the parse, %q=%q from the splitter", raw, i,
 				members[i].key, members[i].raw, split.members[i].key, split.members[i].raw)
+		}
+	}
+	for key := range obj { // each member left undecoded in turn reads back the same
+		lm, lmembers, ok := parseGenericMembers(raw, key)
+		if !ok || !reflect.DeepEqual(decoded(lm), obj) || !reflect.DeepEqual(lmembers, members) {
+			t.Fatalf("%q with %q undecoded: ok %v, %#v", raw, key, ok, decoded(lm))
+		}
+		if isList(lm[key]) != isList(obj[key]) {
+			t.Fatalf("%q: undecoded %q is read as a list when it is not, or the other way round", raw, key)
 		}
 	}
 }

@@ -125,6 +125,9 @@ func sameValue(v, decoded any) bool {
 	case []any:
 		y, ok := decoded.([]any)
 		return ok && len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+	case *lazyValue:
+		y, ok := decoded.(*lazyValue)
+		return ok && x == y
 	case nil, string, bool, json.Number:
 		switch decoded.(type) {
 		case nil, string, bool, json.Number:

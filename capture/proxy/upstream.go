@@ -246,9 +246,11 @@ func (p *peekReader) Read(b []byte) (int, error) {
 
 // decodeObjectMembers is decodeObject that also returns the object's
 // members as written, from the same pass, when the direct parser read it
-// (nil otherwise: newRawObject then splits them).
-func decodeObjectMembers(raw []byte) (map[string]any, []rawMember, error) {
-	if m, members, ok := parseGenericMembers(raw); ok {
+// (nil otherwise: newRawObject then splits them). The member named lazy
+// (none when "") is left undecoded (*lazyValue) when the direct parser
+// reads the object; otherwise everything is decoded.
+func decodeObjectMembers(raw []byte, lazy string) (map[string]any, []rawMember, error) {
+	if m, members, ok := parseGenericMembers(raw, lazy); ok {
 		return m, members, nil
 	}
 	m, err := decodeObject(raw)
