@@ -8,7 +8,9 @@ import (
 	"github.com/capbench/capbench/capture/lineage"
 )
 
-// handleChat serves /v1/chat/completions on the capture path.
+// handleChat serves /v1/chat/completions on the capture path. On a long
+// request body["messages"] is still undecoded (a *lazyValue, see
+// serveDialect): read it through isList and requestItemsOf, or decoded.
 func (p *Proxy) handleChat(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	if !isList(body["messages"]) {
 		writeOpenAIError(w, http.StatusBadRequest, "messages must be a list of message objects")
