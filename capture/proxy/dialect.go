@@ -114,7 +114,9 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	cc.raw = raw
 	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
-		if cc.req = rawObjectOf(body, members); members == nil {
+		if members != nil {
+			cc.req = rawObjectOf(body, members)
+		} else { // encoding/json decoded it: split the members out
 			cc.req = newRawObject(raw, body)
 		}
 	}
