@@ -205,6 +205,8 @@ func NewFollower(src TailReader, rolloutID string) *Follower {
 // Refresh reads what was appended since the last Refresh. With reset, the
 // file is not the one followed so far (deleted, replaced or cut back):
 // added then holds every entry of the rollout and earlier ones are void.
+// The follower answers Cumulative from the same entries until ForgetRead,
+// so the caller reads them and does not change them.
 func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bool, err error) {
 	t, err := f.src.ReadTail(ctx, f.id, f.cur)
 	if err != nil {
