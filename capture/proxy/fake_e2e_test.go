@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -48,10 +49,14 @@ var _ = Describe("in front of the fake vLLM", func() {
 	BeforeEach(func() { fake = startFake() })
 
 	DescribeTable("chat capture records the engine's exact tokens",
-		func(ctx SpecContext, kind string, requestIDs, stream bool) {
+		func(ctx SpecContext, kind string, requestIDs, stream, long bool) {
 			st := newStore(kind)
 			p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = requestIDs })
-			body := map[string]any{"model": "policy", "messages": []any{map[string]any{"role": "user", "content": "say hi"}}, "stream": stream}
+			content := "say hi"
+			if long { // over 32 KB: the conversation is decoded beside the engine call
+				content = strings.Repeat("say hi, and then say it again. ", 1400)
+			}
+			body := map[string]any{"model": "policy", "messages": []any{map[string]any{"role": "user", "content": content}}, "stream": stream}
 			r := do(ctx, "POST", p.URL()+"/ng-rollout/e1/training-token-capture/v1/chat/completions", mustJSON(body), nil)
 			Expect(r.Status).To(Equal(200), string(r.Body))
 			Expect(tokenKeysIn(r.Body)).To(BeFalse())
@@ -61,10 +66,14 @@ var _ = Describe("in front of the fake vLLM", func() {
 			matchesLedger(es[0], led[0])
 			Expect(es[0].Model).To(Equal("policy"))
 		},
-		Entry("memory store, tokenize", "memory", false, false),
-		Entry("memory store, return_token_ids, streaming", "memory", true, true),
-		Entry("file store, return_token_ids", "file", true, false),
-		Entry("file store, tokenize, streaming", "file", false, true),
+		Entry("memory store, tokenize", "memory", false, false, false),
+		Entry("memory store, return_token_ids, streaming", "memory", true, true, false),
+		Entry("file store, return_token_ids", "file", true, false, false),
+		Entry("file store, tokenize, streaming", "file", false, true, false),
+		Entry("a 43 KB conversation, tokenize", "memory", false, false, true),
+		Entry("a 43 KB conversation, return_token_ids", "file", true, false, true),
+		Entry("a 43 KB conversation, return_token_ids, streaming", "memory", true, true, true),
+		Entry("a 43 KB conversation, tokenize, streaming", "file", false, true, true),
 	)
 
 	It("chains a scripted tool-call conversation", func(ctx SpecContext) {
