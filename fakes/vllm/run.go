@@ -23,7 +23,7 @@ type outcome struct {
 	queued     time.Duration
 	ttft       time.Duration
 	itl        time.Duration
-	release    func()
+	release    release // the scheduler slot, handed back once
 	logprobs   bool
 }
 
@@ -47,7 +47,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job) {
 	if err != nil {
 		return // client went away while queued
 	}
-	defer out.release()
+	defer out.release.do()
 	if j.stream {
 		s.writeStream(ctx, w, j, out)
 	} else {
@@ -59,11 +59,11 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job) {
 func (s *Server) execute(ctx context.Context, j *job) (*outcome, error) {
 	start := time.Now()
 	g := s.eng.generate(genInput{promptIDs: j.promptIDs, seed: j.seed, maxTokens: j.maxTokens, turn: j.turn, forcedText: j.forced})
-	release, err := s.sched.acquire(ctx, len(j.promptIDs)+len(g.ids))
-	if err != nil {
+	o := &outcome{gen: g, start: start}
+	if err := s.sched.acquire(ctx, len(j.promptIDs)+len(g.ids), &o.release); err != nil {
 		return nil, err
 	}
-	o := &outcome{gen: g, start: start, queued: time.Since(start), release: release}
+	o.queued = time.Since(start)
 	o.logprobs = j.logprobs && j.fault != FaultNoLogprobs
 	o.ttft, o.itl = s.delays(len(j.promptIDs))
 	o.stopReason = "null"
@@ -87,7 +87,7 @@ func (s *Server) execute(ctx context.Context, j *job) (*outcome, error) {
 		}
 	}
 	if err := s.sleep(ctx, o.ttft); err != nil {
-		release()
+		o.release.do()
 		return nil, err
 	}
 	return o, nil

@@ -32,8 +32,10 @@ func (s *scheduler) fits(blocks int) bool {
 	return s.running < s.maxSeqs && (s.kvBlocks == 0 || s.used+blocks <= s.kvBlocks)
 }
 
-// acquire blocks until the request may run; release must be called once.
-func (s *scheduler) acquire(ctx context.Context, tokens int) (release func(), err error) {
+// acquire blocks until the request may run, then fills r, whose do must be
+// called once. r is the caller's (inside its outcome), so admitting a
+// request allocates nothing.
+func (s *scheduler) acquire(ctx context.Context, tokens int, r *release) error {
 	blocks := (tokens + 15) / 16
 	if s.kvBlocks > 0 && blocks > s.kvBlocks {
 		blocks = s.kvBlocks
@@ -43,32 +45,28 @@ func (s *scheduler) acquire(ctx context.Context, tokens int) (release func(), er
 		s.running++
 		s.used += blocks
 		s.mu.Unlock()
-		return s.releaser(blocks), nil
+		r.s, r.blocks = s, blocks
+		return nil
 	}
 	w := &waiter{blocks: blocks, admitted: make(chan struct{})}
 	el := s.waiting.PushBack(w)
 	s.mu.Unlock()
 	select {
 	case <-w.admitted:
-		return s.releaser(blocks), nil
+		r.s, r.blocks = s, blocks
+		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		select {
 		case <-w.admitted: // admitted while we were giving up: hand the slot back
-			s.mu.Unlock()
-			s.releaser(blocks)()
+			s.releaseLocked(blocks)
 		default:
 			s.waiting.Remove(el)
 			s.admitLocked()
-			s.mu.Unlock()
 		}
-		return nil, ctx.Err()
+		s.mu.Unlock()
+		return ctx.Err()
 	}
-}
-
-func (s *scheduler) releaser(blocks int) func() {
-	r := &release{s: s, blocks: blocks}
-	return r.do
 }
 
 // release hands one request's slot back once, however often it is called.
@@ -79,15 +77,18 @@ type release struct {
 }
 
 func (r *release) do() {
-	if r.done.Swap(true) {
+	if r.s == nil || r.done.Swap(true) {
 		return
 	}
-	s := r.s
-	s.mu.Lock()
+	r.s.mu.Lock()
+	r.s.releaseLocked(r.blocks)
+	r.s.mu.Unlock()
+}
+
+func (s *scheduler) releaseLocked(blocks int) {
 	s.running--
-	s.used -= r.blocks
+	s.used -= blocks
 	s.admitLocked()
-	s.mu.Unlock()
 }
 
 // admitLocked starts waiting requests in order while they fit.
