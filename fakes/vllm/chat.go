@@ -301,12 +301,18 @@ type chatMessage struct {
 
 // rawValue turns a raw JSON field into what the template expects: strings
 // and null decoded, anything else left raw for the template to inspect.
+// roleValues are the chat roles as ready-made values (read only).
+var roleValues = map[string]any{"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
 func rawValue(r json.RawMessage) (any, bool) {
 	if len(r) == 0 {
 		return nil, false
 	}
 	switch r[0] {
 	case '"':
+		if v, ok := roleValues[string(r[1:len(r)-1])]; ok {
+			return v, true // every message has a role: no copy and no boxing for the four
+		}
 		if bytes.IndexByte(r, '\\') < 0 { // no escapes: the bytes between the quotes are the string
 			return string(r[1 : len(r)-1]), true
 		}
