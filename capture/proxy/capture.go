@@ -454,11 +454,7 @@ func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}
-	decode := decodeObject
-	if path == pathChat {
-		decode = func(raw []byte) (map[string]any, error) { return decodeChatReplyText(raw, &cc.promptText) }
-	}
-	resp, err = p.postDecoded(ctx, path, cc.hdr, body, decode)
+	resp, err = p.postReply(ctx, path, cc.hdr, body, &cc.promptText)
 	if err != nil {
 		if cc.capture {
 			p.markIncomplete(ctx, cc, "upstream_error", err)

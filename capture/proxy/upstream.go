@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/internal/h1"
 )
 
@@ -141,15 +142,16 @@ func (p *Proxy) upstreamPost(ctx context.Context, path string, hdr http.Header, 
 // answer is an *upstreamError; a connection or decoding failure a
 // *transportError.
 func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body []byte) (map[string]any, error) {
-	decode := decodeObject
-	if path == pathChat {
-		decode = decodeChatReply
-	}
-	return p.postDecoded(ctx, path, hdr, body, decode)
+	return p.postReply(ctx, path, hdr, body, nil)
 }
 
-// postDecoded is postJSON with the reply decoder given.
-func (p *Proxy) postDecoded(ctx context.Context, path string, hdr http.Header, body []byte, decode func([]byte) (map[string]any, error)) (map[string]any, error) {
+// postReply is postJSON that also hands a chat reply's prompt-id text to
+// prompt when it is not nil (decodeChatReplyText).
+func (p *Proxy) postReply(ctx context.Context, path string, hdr http.Header, body []byte, prompt *record.TokenText) (map[string]any, error) {
+	decode := decodeObject
+	if path == pathChat {
+		decode = func(raw []byte) (map[string]any, error) { return decodeChatReplyText(raw, prompt) }
+	}
 	req, err := p.upstreamPost(ctx, path, hdr, body, "application/json")
 	if err != nil {
 		return nil, err
