@@ -16,12 +16,27 @@ type metrics struct {
 	success                        *prometheus.CounterVec
 	// successBy holds the counters of the finish reasons vLLM reports, so
 	// a request does not hash its label to find one.
-	successBy                      map[string]prometheus.Counter
-	ttft, itl, tpot, e2e, queue    prometheus.Observer
-	inference, prefill, decode     prometheus.Observer
-	promptHist, genHist, maxTokens prometheus.Observer
-	paramsN, iterationTokens       prometheus.Observer
+	successBy map[string]prometheus.Counter
+	hists     *histogramSet
 }
+
+// The request histograms, by their index in histogramSet.
+const (
+	histTTFT = iota
+	histITL
+	histTPOT
+	histE2E
+	histQueue
+	histInference
+	histPrefill
+	histDecode
+	histPrompt
+	histGeneration
+	histMaxTokens
+	histParamsN
+	histIterationTokens
+	numHists
+)
 
 var (
 	ttftBuckets    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
@@ -85,25 +100,23 @@ func newMetrics(s *Server) *metrics {
 		m.successBy[r] = m.success.WithLabelValues(r)
 	}
 
-	hist := func(name, help string, buckets []float64) prometheus.Observer {
-		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
-		reg.MustRegister(h)
-		return h
-	}
-	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
-	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
-	m.tpot = hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets)
-	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestBuckets)
-	m.inference = hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestBuckets)
-	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestBuckets)
-	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestBuckets)
 	tokBuckets := oneTwoFive(s.maxModelLen)
-	m.promptHist = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokBuckets)
-	m.genHist = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokBuckets)
-	m.maxTokens = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokBuckets)
-	m.paramsN = hist("vllm:request_params_n", "Histogram of the n request parameter.", nBuckets)
-	m.iterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterBuckets)
+	m.hists = newHistogramSet(labels, [numHists]histogramSpec{
+		histTTFT:            {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets},
+		histITL:             {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets},
+		histTPOT:            {"vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets},
+		histE2E:             {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestBuckets},
+		histQueue:           {"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestBuckets},
+		histInference:       {"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestBuckets},
+		histPrefill:         {"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestBuckets},
+		histDecode:          {"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestBuckets},
+		histPrompt:          {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokBuckets},
+		histGeneration:      {"vllm:request_generation_tokens", "Number of generation tokens processed.", tokBuckets},
+		histMaxTokens:       {"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokBuckets},
+		histParamsN:         {"vllm:request_params_n", "Histogram of the n request parameter.", nBuckets},
+		histIterationTokens: {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterBuckets},
+	})
+	reg.MustRegister(m.hists)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
@@ -131,20 +144,22 @@ func (m *metrics) observe(t requestTimes) {
 	} else {
 		m.success.WithLabelValues(t.finish).Inc()
 	}
-	m.ttft.Observe(t.queue + t.prefill)
+	var v [numHists]float64
+	v[histTTFT] = t.queue + t.prefill
+	v[histE2E] = t.queue + t.prefill + t.decode
+	v[histQueue] = t.queue
+	v[histInference] = t.prefill + t.decode
+	v[histPrefill] = t.prefill
+	v[histDecode] = t.decode
+	v[histPrompt] = float64(t.promptTokens)
+	v[histGeneration] = float64(t.genTokens)
+	v[histMaxTokens] = float64(t.maxTokens)
+	v[histParamsN] = 1
+	v[histIterationTokens] = float64(t.promptTokens)
+	var skip uint = 1<<histITL | 1<<histTPOT // vLLM observes no inter-token latency for one token
 	if t.genTokens > 1 {
 		per := t.decode / float64(t.genTokens-1)
-		m.itl.Observe(per)
-		m.tpot.Observe(per)
+		v[histITL], v[histTPOT], skip = per, per, 0
 	}
-	m.e2e.Observe(t.queue + t.prefill + t.decode)
-	m.queue.Observe(t.queue)
-	m.inference.Observe(t.prefill + t.decode)
-	m.prefill.Observe(t.prefill)
-	m.decode.Observe(t.decode)
-	m.promptHist.Observe(float64(t.promptTokens))
-	m.genHist.Observe(float64(t.genTokens))
-	m.maxTokens.Observe(float64(t.maxTokens))
-	m.paramsN.Observe(1)
-	m.iterationTokens.Observe(float64(t.promptTokens))
+	m.hists.observe(&v, skip)
 }

@@ -2,6 +2,7 @@ package vllm_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -68,6 +69,55 @@ var _ = Describe("small endpoints", func() {
 		}
 		Expect(body).To(ContainSubstring(`vllm:num_requests_running{engine="0",model_name="qwen3-4b"} 0`))
 		Expect(body).To(MatchRegexp(`vllm:generation_tokens_total\{engine="0",model_name="qwen3-4b"\} [1-9]`))
+	})
+})
+
+var _ = Describe("request histograms", func() {
+	var s *vllm.Server
+	BeforeEach(func() { s = startFake(vllm.Options{Lengths: vllm.Lengths{Mean: 1000, StdDev: 1}}) })
+
+	sample := func(name, le string) float64 {
+		GinkgoHelper()
+		if le != "" {
+			name += `_bucket{engine="0",model_name="` + vllm.DefaultModel + `",le="` + le + `"}`
+		} else {
+			name += `{engine="0",model_name="` + vllm.DefaultModel + `"}`
+		}
+		for _, line := range strings.Split(string(get(s.URL()+"/metrics").body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				Expect(err).NotTo(HaveOccurred())
+				return f
+			}
+		}
+		Fail("no sample " + name)
+		return 0
+	}
+
+	DescribeTable("count a value in the first bucket whose bound is at least the value, as Prometheus's le does",
+		func(maxTokens int, wantLE, belowLE string) {
+			Expect(post(s.URL()+"/v1/chat/completions", userChat("hello", map[string]any{"max_tokens": maxTokens})).status).To(Equal(http.StatusOK))
+			Expect(sample("vllm:request_generation_tokens", wantLE)).To(Equal(1.0))
+			if belowLE != "" {
+				Expect(sample("vllm:request_generation_tokens", belowLE)).To(Equal(0.0))
+			}
+			Expect(sample("vllm:request_generation_tokens", "+Inf")).To(Equal(1.0))
+			Expect(sample("vllm:request_generation_tokens_sum", "")).To(Equal(float64(maxTokens)))
+			Expect(sample("vllm:request_params_max_tokens_count", "")).To(Equal(1.0))
+		},
+		Entry("on a bound", 5, "5", "2"),
+		Entry("between bounds", 7, "10", "5"),
+		Entry("in the lowest bucket", 1, "1", ""),
+	)
+
+	It("observes no inter-token latency for a one-token reply, one per longer reply", func() {
+		post(s.URL()+"/v1/chat/completions", userChat("hello", map[string]any{"max_tokens": 1}))
+		Expect(sample("vllm:inter_token_latency_seconds_count", "")).To(Equal(0.0))
+		Expect(sample("vllm:e2e_request_latency_seconds_count", "")).To(Equal(1.0))
+		post(s.URL()+"/v1/chat/completions", userChat("hello", map[string]any{"max_tokens": 4}))
+		Expect(sample("vllm:inter_token_latency_seconds_count", "")).To(Equal(1.0))
+		Expect(sample("vllm:request_time_per_output_token_seconds_count", "")).To(Equal(1.0))
+		Expect(sample("vllm:e2e_request_latency_seconds_count", "")).To(Equal(2.0))
 	})
 })
 

@@ -326,9 +326,14 @@ func (s *Server) method(w http.ResponseWriter, r *http.Request, allowed ...strin
 	return false
 }
 
+// jsonContentType is shared by every reply; net/http only reads it, and an
+// Add would copy it (its capacity is its length).
+var jsonContentType = []string{"application/json"}
+
 func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	h := w.Header() // canonical keys set directly: Set would canonicalize them again
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
