@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"strings"
@@ -64,7 +66,10 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 	if rt.RolloutID != "" {
 		cc.callID = newCallID()
 	}
-	cc.log = p.log.With("api", api, "mode", mode, "rollout_id", rt.RolloutID, "model_call_id", cc.callID)
+	cc.log = p.log
+	if logsAnything(r.Context(), p.log) { // With copies the attributes: a logger that logs nothing needs none
+		cc.log = p.log.With("api", api, "mode", mode, "rollout_id", rt.RolloutID, "model_call_id", cc.callID)
+	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
@@ -241,4 +246,14 @@ func textOf(v any) string {
 	default:
 		return ""
 	}
+}
+
+// logsAnything reports whether l logs at any level a call logs at.
+func logsAnything(ctx context.Context, l *slog.Logger) bool {
+	for _, lv := range [...]slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError} {
+		if l.Enabled(ctx, lv) {
+			return true
+		}
+	}
+	return false
 }

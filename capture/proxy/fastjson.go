@@ -43,6 +43,9 @@ func stringEnd(b []byte, i int) (int, error) {
 	return 0, errShape
 }
 
+// containerStop marks the bytes valueEnd's container scan acts on.
+var containerStop = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
+
 // valueEnd returns the index just past the value starting at b[i].
 func valueEnd(b []byte, i int) (int, error) {
 	if i >= len(b) {
@@ -54,16 +57,17 @@ func valueEnd(b []byte, i int) (int, error) {
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
+			switch c := b[j]; {
+			case !containerStop[c]: // most bytes: one table load, no comparisons
+			case c == '"':
 				end, err := stringEnd(b, j)
 				if err != nil {
 					return 0, err
 				}
 				j = end - 1
-			case '{', '[':
+			case c == '{' || c == '[':
 				depth++
-			case '}', ']':
+			default:
 				depth--
 				if depth == 0 {
 					return j + 1, nil
@@ -467,6 +471,16 @@ func internKey(b []byte) string {
 		return "system_fingerprint"
 	case "service_tier":
 		return "service_tier"
+	case "routed_experts":
+		return "routed_experts"
+	case "completion_tokens_details":
+		return "completion_tokens_details"
+	case "prompt_text":
+		return "prompt_text"
+	case "ec_transfer_params":
+		return "ec_transfer_params"
+	case "metrics":
+		return "metrics"
 	case "messages":
 		return "messages"
 	case "max_tokens":

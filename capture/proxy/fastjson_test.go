@@ -55,6 +55,25 @@ func FuzzDecodeChatReply(f *testing.F) {
 	})
 }
 
+// smallChatReply is the fake's reply to a four-token chat call as the proxy
+// asks for it (token ids, log-probs): the reply every small captured call
+// decodes.
+const smallChatReply = `{"id":"chatcmpl-8387d57d269ab200","object":"chat.completion","created":1796190779,"model":"policy","choices":[{"index":0,"message":{"role":"assistant","content":"would is a three","refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null},"logprobs":{"content":[{"token":"token_id:412","logprob":-1.316896,"bytes":[119,111,117,108,100],"top_logprobs":[]},{"token":"token_id:277","logprob":-0.117234,"bytes":[32,105,115],"top_logprobs":[]},{"token":"token_id:3804","logprob":-0.004614,"bytes":[32,97],"top_logprobs":[]},{"token":"token_id:785","logprob":-0.004067,"bytes":[32,116,104,114,101,101],"top_logprobs":[]}]},"finish_reason":"length","stop_reason":null,"token_ids":[412,277,3804,785],"routed_experts":null}],"service_tier":null,"system_fingerprint":"vllm-0.29.0-27e4de12","usage":{"prompt_tokens":10,"total_tokens":14,"completion_tokens":4,"prompt_tokens_details":null,"completion_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[151644,1812,10,852,4585,151645,10,151644,1816,10],"prompt_text":null,"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}`
+
+// BenchmarkDecodeSmallChatReply is the reply decode of one small captured
+// call.
+func BenchmarkDecodeSmallChatReply(b *testing.B) {
+	raw := []byte(smallChatReply)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var tt record.TokenText
+		if _, err := decodeChatReplyText(raw, &tt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkPromptIDs32k reads a reply's 32k prompt token ids with the
 // one-pass integer scan parseIntList tries first (and with the copy of the
 // ids the capture keeps beside their text), and with the general element

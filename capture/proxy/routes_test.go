@@ -199,6 +199,30 @@ var _ = Describe("observability", func() {
 		Expect(found).To(BeTrue(), logs.String())
 	})
 
+	It("keeps the call's ids on its lines when the logger only logs warnings", func(ctx SpecContext) {
+		up := newStubVLLM()
+		DeferCleanup(up.Close)
+		var logs bytes.Buffer
+		p := startProxy(ctx, up.URL(), store.NewMemoryStore(), func(o *proxy.Options) {
+			o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
+		up.script(stubReply{Content: "x", NoLogprob: true})
+		body := mustJSON(map[string]any{"messages": []any{map[string]any{"role": "user", "content": "q"}}})
+		do(ctx, "POST", p.URL()+"/ng-rollout/w1/training-token-capture/v1/chat/completions", body, nil)
+		var warned map[string]any
+		for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+			var rec map[string]any
+			Expect(json.Unmarshal([]byte(line), &rec)).To(Succeed())
+			Expect(rec["level"]).NotTo(Equal("INFO"), line)
+			if rec["msg"] == "rollout marked incomplete" {
+				warned = rec
+			}
+		}
+		Expect(warned).To(HaveKeyWithValue("rollout_id", "w1"), logs.String())
+		Expect(warned).To(HaveKeyWithValue("api", "chat"))
+		Expect(warned).To(HaveKey("model_call_id"))
+	})
+
 	It("rejects invalid options with errors naming the field", func() {
 		for _, tc := range []struct {
 			opts proxy.Options
