@@ -187,6 +187,20 @@ func (ix *Index) Resolve(requestItems []any, cumulative func(callID string) ([]i
 // ResolvePrepared is Resolve for prepared request items; the prefix digests
 // it computes are reused by p.Stamp.
 func (ix *Index) ResolvePrepared(p *Prepared, cumulative func(callID string) ([]int, error)) Decision {
+	if cumulative == nil {
+		return ix.ResolveKnown(p, nil)
+	}
+	return ix.ResolveKnown(p, func(callID string) ([]int, string, error) {
+		tokens, err := cumulative(callID)
+		return tokens, "", err
+	})
+}
+
+// ResolveKnown is ResolvePrepared with a cumulative that may also name the
+// token digest its tokens are already known to have (an entry this process
+// stamped from those very tokens), else "": a parent whose indexed digest
+// is that one is not hashed again.
+func (ix *Index) ResolveKnown(p *Prepared, cumulative func(callID string) (tokens []int, knownDigest string, err error)) Decision {
 	requestItems := p.items
 	fp, err := p.Fingerprint()
 	if err != nil {
@@ -230,13 +244,18 @@ func (ix *Index) ResolvePrepared(p *Prepared, cumulative func(callID string) ([]
 	if cumulative == nil {
 		return unresolved(ReasonLookupError)
 	}
-	tokens, err := cumulative(parent.CallID)
+	tokens, known, err := cumulative(parent.CallID)
 	if err != nil {
 		return unresolved(ReasonLookupError)
 	}
 	if parent.Digest != "" {
-		got, err := record.TokenDigest(tokens)
-		if err != nil || got != parent.Digest || len(tokens) != parent.CumLen {
+		got := known
+		if got != parent.Digest {
+			if got, err = record.TokenDigest(tokens); err != nil {
+				return unresolved(ReasonLookupError)
+			}
+		}
+		if got != parent.Digest || len(tokens) != parent.CumLen {
 			return unresolved(ReasonLookupError)
 		}
 	}

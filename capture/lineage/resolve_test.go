@@ -157,6 +157,24 @@ var _ = Describe("Index.Resolve", func() {
 		Expect(w.ix.Resolve(req, nil).Reason).To(Equal(lineage.ReasonLookupError))
 	})
 
+	It("takes a known digest that is the parent's for the hash, and hashes any other", func() {
+		w.capture("a", task, stepOne, []int{1, 2}, []int{3, 4})
+		req := join(task, items(stepOne), toolOut)
+		digest := *w.records["a"].Digest
+		resolve := func(tokens []int, known string) lineage.Decision {
+			return w.ix.ResolveKnown(lineage.Prepare(req), func(string) ([]int, string, error) { return tokens, known, nil })
+		}
+		d := resolve([]int{1, 2, 3, 4}, digest)
+		Expect(d.Resolution).To(Equal(record.ResolutionResolved))
+		Expect(d.ParentCumulative).To(Equal([]int{1, 2, 3, 4}))
+		Expect(resolve([]int{1, 2, 3, 5}, digest).Resolution).To(Equal(record.ResolutionResolved),
+			"the caller vouches for a known digest: it is not hashed again")
+		Expect(resolve([]int{1, 2, 3}, digest).Reason).To(Equal(lineage.ReasonLookupError), "the length is still checked")
+		Expect(resolve([]int{1, 2, 3, 5}, "not-the-digest").Reason).To(Equal(lineage.ReasonLookupError), "another digest: the tokens are hashed")
+		Expect(resolve([]int{1, 2, 3, 4}, "not-the-digest").Resolution).To(Equal(record.ResolutionResolved))
+		Expect(resolve([]int{1, 2, 3, 5}, "").Reason).To(Equal(lineage.ReasonLookupError))
+	})
+
 	It("reports lookup_error for an unfingerprintable request and resolver_unavailable without an index", func() {
 		d := w.ix.Resolve([]any{"not an item"}, w.cumulative)
 		Expect(d).To(Equal(lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}))

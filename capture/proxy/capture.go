@@ -64,6 +64,12 @@ type rolloutLineage struct {
 	indexed  map[string]struct{}
 	follow   *store.Follower // with a store.TailReader; nil until first read
 	lastUsed atomic.Int64    // unix nanoseconds of the latest call
+	// handed is the token bytes of the entries this rollout's follower
+	// holds from handToFollower (written under mu, read by reclaimHanded
+	// without it); dropped is set, under mu, once the proxy no longer
+	// tracks the rollout.
+	handed  atomic.Int64
+	dropped bool
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
@@ -126,9 +132,87 @@ func (p *Proxy) evictLeastRecentlyUsed(keep string) {
 
 // drop removes a rollout's index, once.
 func (p *Proxy) drop(rolloutID string) {
-	if _, ok := p.rollouts.LoadAndDelete(rolloutID); ok {
+	if v, ok := p.rollouts.LoadAndDelete(rolloutID); ok {
 		p.metrics.trackedRollouts.Set(float64(p.tracked.Add(-1)))
+		rl := v.(*rolloutLineage)
+		rl.mu.Lock()
+		rl.dropped = true
+		p.takeBack(rl)
+		rl.mu.Unlock()
 	}
+}
+
+// defaultHandedBudget bounds the token bytes of committed entries the
+// followers hold between calls: 64 MiB is 256 rollouts at 32k tokens. Past
+// it the least recently used rollouts give theirs back, and a rollout
+// without one parses its parent's line again on its next call.
+const defaultHandedBudget = 64 << 20
+
+// handToFollower gives the rollout's follower the entry this call just
+// committed, so that the next call's refresh takes it for its line instead
+// of parsing the line back (docs/store.md#what-a-call-costs).
+// Caller holds rl.mu.
+func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string) {
+	if rl.follow == nil || rl.dropped {
+		return
+	}
+	n := int64(8 * (len(e.PromptTokenIDs) + len(e.GenerationTokenIDs)))
+	if !p.reserveHanded(n) {
+		p.reclaimHanded(rl)
+		if !p.reserveHanded(n) {
+			return
+		}
+	}
+	rl.handed.Add(n)
+	rl.follow.Wrote(e, length, digest)
+}
+
+func (p *Proxy) reserveHanded(n int64) bool {
+	if p.handed.Add(n) > p.handedBudget.Load() {
+		p.handed.Add(-n)
+		return false
+	}
+	return true
+}
+
+// reclaimHanded takes back the handed entries of the least recently used
+// rollouts until half the budget is free; rollouts busy with a call (their
+// lock held, skip's by the caller) keep theirs. One scan runs at a time.
+func (p *Proxy) reclaimHanded(skip *rolloutLineage) {
+	if !p.reclaiming.TryLock() {
+		return
+	}
+	defer p.reclaiming.Unlock()
+	type holder struct {
+		rl *rolloutLineage
+		at int64
+	}
+	var hs []holder
+	p.rollouts.Range(func(_, v any) bool {
+		if rl, _ := v.(*rolloutLineage); rl != nil && rl != skip && rl.handed.Load() > 0 {
+			hs = append(hs, holder{rl, rl.lastUsed.Load()})
+		}
+		return true
+	})
+	sort.Slice(hs, func(a, b int) bool { return hs[a].at < hs[b].at })
+	for _, h := range hs {
+		if p.handed.Load() <= p.handedBudget.Load()/2 {
+			return
+		}
+		if h.rl.mu.TryLock() {
+			p.takeBack(h.rl)
+			h.rl.mu.Unlock()
+		}
+	}
+}
+
+// takeBack releases what handToFollower gave rl's follower, which holds it
+// no longer (or is being dropped). Caller holds rl.mu.
+func (p *Proxy) takeBack(rl *rolloutLineage) {
+	if rl.follow != nil {
+		rl.follow.ForgetWritten()
+	}
+	p.handed.Add(-rl.handed.Swap(0))
 }
 
 // forget drops a rollout's index once the store refuses it (frozen or
@@ -290,6 +374,7 @@ func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLi
 	added, reset, err := rl.follow.Refresh(ctx)
 	p.metrics.storeLatency.WithLabelValues("read").Observe(time.Since(start).Seconds())
 	if err != nil {
+		p.takeBack(rl)
 		rl.follow = nil
 		cc.decision = lineage.Decision{Resolution: record.ResolutionUnresolved, Reason: lineage.ReasonLookupError}
 		cc.log.Warn("reading the rollout for parent resolution failed", "err", err)
@@ -306,12 +391,13 @@ func (p *Proxy) resolveFollowing(ctx context.Context, cc *callCtx, rl *rolloutLi
 			cc.log.Warn("indexing a stored entry failed", "entry_call_id", e.ModelCallID, "err", err)
 		}
 	}
-	cc.decision = rl.index.ResolvePrepared(cc.prep, func(callID string) ([]int, error) {
-		return rl.follow.Cumulative(ctx, callID)
+	cc.decision = rl.index.ResolveKnown(cc.prep, func(callID string) ([]int, string, error) {
+		return rl.follow.CumulativeDigest(ctx, callID)
 	})
 	// The follower outlives the call (one per tracked rollout): the entries
-	// its refresh read were for this resolution only.
+	// its refresh read, handed ones included, were for this resolution only.
 	rl.follow.ForgetRead()
+	p.takeBack(rl)
 	cc.log.Debug("parent resolved", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID, "reason", cc.decision.Reason)
 }
 
@@ -520,7 +606,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		return
 	}
 	start := time.Now()
-	err = p.opts.Store.Put(context.WithoutCancel(ctx), e)
+	length, digest, err := p.put(context.WithoutCancel(ctx), e)
 	p.metrics.storeLatency.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	p.forget(cc.rt.RolloutID, err)
 	if errors.Is(err, store.ErrFrozen) {
@@ -539,9 +625,29 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	if err := cc.rl.add(e); err != nil {
 		cc.log.Warn("indexing the committed entry failed", "err", err)
 	}
+	if digest != "" {
+		p.handToFollower(cc.rl, e, length, digest)
+	}
 	cc.rl.mu.Unlock()
 	cc.log.Info("call captured", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID,
 		"prompt_tokens", len(e.PromptTokenIDs), "generation_tokens", len(e.GenerationTokenIDs))
+}
+
+// put stores e, and returns its canonical line's length and entry digest
+// when the store took the line encoded here (a store.CanonicalSink).
+func (p *Proxy) put(ctx context.Context, e *record.Entry) (length int, digest string, err error) {
+	cs, ok := p.opts.Store.(store.CanonicalSink)
+	if !ok {
+		return 0, "", p.opts.Store.Put(ctx, e)
+	}
+	canonical, digest, err := store.CanonicalLine(e)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := cs.PutCanonical(ctx, e, canonical, digest); err != nil {
+		return 0, "", err
+	}
+	return len(canonical), digest, nil
 }
 
 // buildEntry turns the served payload into a stamped, validated record.

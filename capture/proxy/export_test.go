@@ -19,3 +19,22 @@ func (p *Proxy) HeldEntries() int {
 	})
 	return n
 }
+
+// HandedBytes is the token bytes of the committed entries the followers
+// hold for their rollouts' next calls.
+func (p *Proxy) HandedBytes() int64 { return p.handed.Load() }
+
+// SetHandedBudget replaces the bound on HandedBytes.
+func (p *Proxy) SetHandedBudget(n int64) { p.handedBudget.Store(n) }
+
+// HandedRollouts are the rollouts whose followers hold a handed entry.
+func (p *Proxy) HandedRollouts() []string {
+	var ids []string
+	p.rollouts.Range(func(k, v any) bool {
+		if v.(*rolloutLineage).handed.Load() > 0 {
+			ids = append(ids, k.(string))
+		}
+		return true
+	})
+	return ids
+}

@@ -28,9 +28,9 @@ func (c *countingFileStore) ReadEntries(ctx context.Context, id string) ([]*reco
 	return c.FileStore.ReadEntries(ctx, id)
 }
 
-func (c *countingFileStore) ReadTail(ctx context.Context, id string, from store.Cursor) (store.Tail, error) {
+func (c *countingFileStore) ReadTail(ctx context.Context, id string, from store.Cursor, known store.KnownLine) (store.Tail, error) {
 	c.tails.Add(1)
-	t, err := c.FileStore.ReadTail(ctx, id, from)
+	t, err := c.FileStore.ReadTail(ctx, id, from, known)
 	c.tailEntries.Add(int64(len(t.Entries)))
 	return t, err
 }
@@ -89,11 +89,63 @@ var _ = Describe("parent resolution over the file store", func() {
 			Expect(st.checks.Load()).To(BeNumerically(">=", calls-1))
 			Expect(st.lines.Load()).To(BeZero())
 			// Nor are they kept once the call is resolved: a proxy tracks
-			// thousands of rollouts between their calls.
+			// thousands of rollouts between their calls. What a follower
+			// keeps is the one entry its rollout committed last, handed over
+			// so the next call need not parse that line back, and counted.
 			Expect(p.HeldEntries()).To(BeZero())
+			last := es[len(es)-1]
+			Expect(p.HandedBytes()).To(BeEquivalentTo(8 * (len(last.PromptTokenIDs) + len(last.GenerationTokenIDs))))
 		},
 		Entry("small requests, resolved before the engine call", "You are terse."),
 		// Above 32 KB the resolution runs while the engine generates.
 		Entry("large requests, resolved beside the engine call", strings.Repeat("Follow the repository's conventions. ", 1200)),
 	)
+})
+
+var _ = Describe("the entries handed to the followers", func() {
+	chat := func(ctx SpecContext, url string, msgs []any) []any {
+		GinkgoHelper()
+		r := do(ctx, "POST", url, mustJSON(map[string]any{"model": "policy", "messages": msgs}), nil)
+		Expect(r.Status).To(Equal(200), string(r.Body))
+		asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		return append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": asst["content"]}, map[string]any{"role": "user", "content": "more"})
+	}
+	first := []any{map[string]any{"role": "user", "content": "start"}}
+
+	It("are given back when the rollout is frozen, and within the budget by the least recently used", func(ctx SpecContext) {
+		fake := startFake()
+		fs, err := store.NewFileStore(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(fs.Close()).To(Succeed()) })
+		p := startProxy(ctx, fake.URL(), fs, func(o *proxy.Options) { o.RequestTokenIDs = true })
+		url := func(id string) string {
+			return p.URL() + "/ng-rollout/" + id + "/training-token-capture/v1/chat/completions"
+		}
+
+		msgs := chat(ctx, url("h1"), chat(ctx, url("h1"), first))
+		one := p.HandedBytes()
+		Expect(one).To(BeNumerically(">", 0))
+		Expect(p.HandedRollouts()).To(ConsistOf("h1"))
+
+		By("a budget that holds one rollout's entry: the older rollout gives its entry back")
+		p.SetHandedBudget(one + one/2)
+		other := chat(ctx, url("h2"), chat(ctx, url("h2"), first))
+		Expect(p.HandedBytes()).To(BeNumerically("<=", one+one/2))
+		Expect(p.HandedRollouts()).To(ConsistOf("h2"), "the rollout that called last keeps its entry")
+		chat(ctx, url("h1"), msgs)
+		chat(ctx, url("h2"), other)
+		for _, id := range []string{"h1", "h2"} {
+			es := entries(ctx, fs, id)
+			Expect(*es[len(es)-1].ParentResolution).To(Equal(record.ResolutionResolved), "%s: %s", id, es[len(es)-1].ParentResolutionReason)
+		}
+
+		By("the rollouts frozen: their next calls are refused and their entries given back")
+		p.SetHandedBudget(64 << 20)
+		for _, id := range []string{"h1", "h2"} {
+			_, err := fs.Freeze(ctx, id)
+			Expect(err).NotTo(HaveOccurred())
+			do(ctx, "POST", url(id), mustJSON(map[string]any{"model": "policy", "messages": first}), nil)
+		}
+		Expect(p.HandedBytes()).To(BeZero())
+	})
 })

@@ -106,6 +106,13 @@ type Proxy struct {
 	rollouts sync.Map     // rollout id → *rolloutLineage
 	evicting sync.Mutex   // held by the one eviction scan running
 	tracked  atomic.Int64 // entries in rollouts
+	// handed is the token bytes of the committed entries the rollouts'
+	// followers hold for their next call (handToFollower), within
+	// handedBudget (defaultHandedBudget; specs lower it); reclaiming is held
+	// by the one scan giving them back.
+	handed       atomic.Int64
+	handedBudget atomic.Int64
+	reclaiming   sync.Mutex
 
 	mu       sync.Mutex
 	server   *http.Server
@@ -154,6 +161,7 @@ func New(opts Options) (*Proxy, error) {
 		log:      opts.Logger,
 		registry: opts.Registry,
 	}
+	p.handedBudget.Store(defaultHandedBudget)
 	if p.client == nil {
 		p.client = newUpstreamClient()
 	}

@@ -884,6 +884,12 @@ func (s *FileStore) Put(ctx context.Context, e *record.Entry) error {
 	if err != nil {
 		return err
 	}
+	return s.PutCanonical(ctx, e, canonical, digest)
+}
+
+// PutCanonical is Put of an entry CanonicalLine has encoded; see
+// CanonicalSink.
+func (s *FileStore) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error {
 	id := e.RolloutID
 	h, st, key, err := s.lockLoaded(ctx, id)
 	if err != nil {

@@ -16,7 +16,10 @@ import (
 // request-time reader (the proxy's parent resolution) uses it through a
 // Follower so that no call re-reads the calls before it.
 type TailReader interface {
-	ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error)
+	// ReadTail returns the entries after from. known, when not nil, is
+	// asked first for each line: an entry it returns stands for that line,
+	// which is then not parsed.
+	ReadTail(ctx context.Context, rolloutID string, from Cursor, known KnownLine) (Tail, error)
 	ReadLine(ctx context.Context, rolloutID string, at LineRef) (*record.Entry, error)
 	// CheckLine is ReadLine without the read: nil while at still names a
 	// line of the rollout, ErrStaleRef when it no longer does.
@@ -47,6 +50,10 @@ type Tail struct {
 	Reset   bool
 }
 
+// KnownLine names the entry a line (without its newline) encodes when the
+// reader already holds it, else nil.
+type KnownLine func(line []byte) *record.Entry
+
 // ErrStaleRef is returned by ReadLine when the file no longer holds the line
 // (it was replaced or cut back since the ref was read).
 var ErrStaleRef = errors.New("line reference is stale")
@@ -54,7 +61,7 @@ var ErrStaleRef = errors.New("line reference is stale")
 // ReadTail returns the entries of the lines after from, under a shared lock,
 // repairing nothing: a torn unterminated last line is left for later, as
 // ReadEntries leaves it.
-func (s *FileStore) ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error) {
+func (s *FileStore) ReadTail(ctx context.Context, rolloutID string, from Cursor, known KnownLine) (Tail, error) {
 	h, err := s.lock(ctx, rolloutID, false)
 	if err != nil {
 		return Tail{}, err
@@ -84,7 +91,7 @@ func (s *FileStore) ReadTail(ctx context.Context, rolloutID string, from Cursor)
 	if _, err := f.ReadAt(data, start); err != nil && len(data) > 0 {
 		return Tail{}, fmt.Errorf("store: read %s: %w", path, err)
 	}
-	next, err := parseTail(rolloutID, data, start, id, &out)
+	next, err := parseTail(rolloutID, data, start, id, known, &out)
 	if err != nil {
 		return Tail{}, err
 	}
@@ -92,9 +99,9 @@ func (s *FileStore) ReadTail(ctx context.Context, rolloutID string, from Cursor)
 	return out, nil
 }
 
-// parseTail parses data (the file from offset base) into out and returns the
-// offset after the last line it took.
-func parseTail(id string, data []byte, base int64, file fileID, out *Tail) (int64, error) {
+// parseTail parses data (the file from offset base) into out, but for the
+// lines known names, and returns the offset after the last line it took.
+func parseTail(id string, data []byte, base int64, file fileID, known KnownLine, out *Tail) (int64, error) {
 	var parser record.LineParser
 	pos := base
 	for rest := data; len(rest) > 0; {
@@ -104,7 +111,7 @@ func parseTail(id string, data []byte, base int64, file fileID, out *Tail) (int6
 		rest = next
 		payload := trimLine(line)
 		if len(payload) > 0 {
-			e, err := parser.Parse(payload)
+			e, err := knownOrParse(known, parser.Parse, payload)
 			if err != nil {
 				if next == nil && !json.Valid(payload) {
 					// A torn last line: never acknowledged; read again later.
@@ -118,6 +125,16 @@ func parseTail(id string, data []byte, base int64, file fileID, out *Tail) (int6
 		pos += int64(raw)
 	}
 	return pos, nil
+}
+
+// knownOrParse is the entry known names for line, else line parsed.
+func knownOrParse(known KnownLine, parse func([]byte) (*record.Entry, error), line []byte) (*record.Entry, error) {
+	if known != nil {
+		if e := known(line); e != nil {
+			return e, nil
+		}
+	}
+	return parse(line)
 }
 
 // ReadLine reads the one entry at ref, under a shared lock.
@@ -189,6 +206,20 @@ type Follower struct {
 	// line that Refresh has just parsed (a 32k-token line costs half a
 	// millisecond to parse again).
 	recent map[string]*record.Entry
+	// wrote are the lines this process appended since the last Refresh
+	// (Wrote): that Refresh takes their entries instead of parsing them,
+	// and keeps those it took in handed until ForgetRead.
+	wrote  []wroteLine
+	handed map[string]*record.Entry
+}
+
+// wroteLine is a line by its length and entry digest: a line read back is
+// the one written when its digest matches, the test the store's own
+// idempotency index makes.
+type wroteLine struct {
+	e      *record.Entry
+	length int
+	digest string
 }
 
 type followed struct {
@@ -208,7 +239,14 @@ func NewFollower(src TailReader, rolloutID string) *Follower {
 // The follower answers Cumulative from the same entries until ForgetRead,
 // so the caller reads them and does not change them.
 func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bool, err error) {
-	t, err := f.src.ReadTail(ctx, f.id, f.cur)
+	var known KnownLine
+	if len(f.wrote) > 0 {
+		known = f.written
+	}
+	t, err := f.src.ReadTail(ctx, f.id, f.cur, known)
+	wrote := f.wrote
+	f.wrote = nil
+	clear(f.handed)
 	if err != nil {
 		return nil, false, err
 	}
@@ -229,14 +267,63 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 			f.recent = map[string]*record.Entry{}
 		}
 		f.recent[e.ModelCallID] = e
+		if wasWritten(wrote, e) {
+			if f.handed == nil {
+				f.handed = map[string]*record.Entry{}
+			}
+			f.handed[e.ModelCallID] = e
+		}
 	}
 	f.cur = t.Next
 	return t.Entries, t.Reset, nil
 }
 
+// Wrote tells the follower that this process appended e to the rollout as
+// a line of length bytes (without its newline) and that entry digest, as
+// store.CanonicalLine returned them. The next Refresh takes e for a line of
+// that length and digest instead of parsing the line (a 32k-token line
+// costs half a millisecond to parse), and Cumulative answers from it until
+// ForgetRead. e must not change afterwards, and its Digest, when set on a
+// full (not delta) record, must be the token digest of its own prompt and
+// generation, as record's StampLineage stamps it: CumulativeDigest names it
+// without hashing.
+func (f *Follower) Wrote(e *record.Entry, length int, digest string) {
+	f.wrote = append(f.wrote, wroteLine{e: e, length: length, digest: digest})
+}
+
+// ForgetWritten drops what Wrote handed over; the next Refresh parses every
+// line it reads.
+func (f *Follower) ForgetWritten() { f.wrote = nil }
+
+// written is the KnownLine of the lines Wrote named.
+func (f *Follower) written(line []byte) *record.Entry {
+	sum := ""
+	for _, w := range f.wrote {
+		if len(line) != w.length {
+			continue
+		}
+		if sum == "" {
+			sum = record.EntryDigest(line)
+		}
+		if sum == w.digest {
+			return w.e
+		}
+	}
+	return nil
+}
+
+func wasWritten(wrote []wroteLine, e *record.Entry) bool {
+	for _, w := range wrote {
+		if w.e == e {
+			return true
+		}
+	}
+	return false
+}
+
 // ForgetRead drops the entries the last Refresh read; Cumulative then
 // reads every line from the store again.
-func (f *Follower) ForgetRead() { f.recent = nil }
+func (f *Follower) ForgetRead() { f.recent, f.handed = nil, nil }
 
 // Holding is how many entries the follower holds from its last Refresh.
 func (f *Follower) Holding() int { return len(f.recent) }
@@ -280,6 +367,21 @@ func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error)
 	return out, nil
 }
 
+// CumulativeDigest is Cumulative, and the token digest of those tokens when
+// the follower knows it without hashing: callID's entry was handed over by
+// Wrote (a full record, stamped from its own tokens) and is still the one
+// its line holds. Otherwise the digest is "".
+func (f *Follower) CumulativeDigest(ctx context.Context, callID string) ([]int, string, error) {
+	tokens, err := f.Cumulative(ctx, callID)
+	if err != nil {
+		return nil, "", err
+	}
+	if e, ok := f.handed[callID]; ok && !e.PromptIsDelta && e.Digest != nil && f.recent[callID] == e {
+		return tokens, *e.Digest, nil
+	}
+	return tokens, "", nil
+}
+
 // line is the entry at ref: the one the last Refresh parsed while ref still
 // names its line, else read again.
 func (f *Follower) line(ctx context.Context, id string, ref LineRef) (*record.Entry, error) {
@@ -293,3 +395,9 @@ func (f *Follower) line(ctx context.Context, id string, ref LineRef) (*record.En
 }
 
 var _ TailReader = (*FileStore)(nil)
+
+var (
+	_ CanonicalSink = (*FileStore)(nil)
+	_ CanonicalSink = (*MemoryStore)(nil)
+	_ TailReader    = (*MemoryStore)(nil)
+)

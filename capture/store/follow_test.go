@@ -134,6 +134,92 @@ var _ = Describe("following a rollout in the memory store", func() {
 	})
 })
 
+var _ = Describe("a follower told what its process wrote", func() {
+	// put stores e through the canonical path a proxy takes and returns the
+	// line's length and digest.
+	put := func(ctx context.Context, sink store.CanonicalSink, e *record.Entry) (int, string) {
+		GinkgoHelper()
+		canonical, digest, err := store.CanonicalLine(e)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sink.PutCanonical(ctx, e, canonical, digest)).To(Succeed())
+		return len(canonical), digest
+	}
+	stores := func() []TableEntry {
+		return []TableEntry{
+			Entry("file store", func() (store.TailReader, store.CanonicalSink) {
+				fs, err := store.NewFileStore(GinkgoT().TempDir())
+				Expect(err).NotTo(HaveOccurred())
+				DeferCleanup(fs.Close)
+				return fs, fs
+			}),
+			Entry("memory store", func() (store.TailReader, store.CanonicalSink) {
+				ms := store.NewMemoryStore()
+				return ms, ms
+			}),
+		}
+	}
+
+	DescribeTable("takes the written entry for its line instead of parsing it, and knows its digest",
+		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
+			src, sink := open()
+			_, want := chainedLines("w1", 2)
+			f := store.NewFollower(src, "w1")
+			n, d := put(ctx, sink, want[0])
+			f.Wrote(want[0], n, d)
+			added, _, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(added).To(HaveLen(1))
+			Expect(added[0]).To(BeIdenticalTo(want[0]), "the handed entry, not a parsed copy")
+			tokens, digest, err := f.CumulativeDigest(ctx, want[0].ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(tokens).To(Equal(want[0].Cumulative()))
+			Expect(digest).To(Equal(*want[0].Digest))
+
+			By("a line read back that is not the one handed over")
+			next := nextCall(want[0], "call-009")
+			n, _ = put(ctx, sink, next)
+			f.Wrote(next, n, "0000000000000000000000000000000000000000000000000000000000000000")
+			added, _, err = f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(added).To(HaveLen(1))
+			Expect(added[0]).NotTo(BeIdenticalTo(next), "a digest that does not match is parsed")
+			Expect(added[0].Cumulative()).To(Equal(next.Cumulative()))
+			_, digest, err = f.CumulativeDigest(ctx, next.ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(digest).To(BeEmpty(), "a parsed line's digest is hashed by whoever needs it")
+		},
+		stores(),
+	)
+
+	DescribeTable("forgets what it was handed once a refresh has passed, whether or not it saw the line",
+		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
+			src, sink := open()
+			_, want := chainedLines("w2", 2)
+			f := store.NewFollower(src, "w2")
+			n, d := put(ctx, sink, want[0])
+			f.Wrote(want[0], n, d)
+			_, _, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			f.ForgetRead()
+			_, digest, err := f.CumulativeDigest(ctx, want[0].ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(digest).To(BeEmpty(), "after ForgetRead the line is read from the store")
+
+			By("an entry handed over that no refresh reads")
+			f.Wrote(want[1], n, d)
+			added, _, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(added).To(BeEmpty())
+			put(ctx, sink, want[1])
+			added, _, err = f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(added).To(HaveLen(1))
+			Expect(added[0]).NotTo(BeIdenticalTo(want[1]), "the refresh that passed without it dropped it")
+		},
+		stores(),
+	)
+})
+
 // countingReader counts the line reads and checks a Follower makes.
 type countingReader struct {
 	store.TailReader

@@ -92,6 +92,12 @@ func (m *MemoryStore) Put(ctx context.Context, e *record.Entry) error {
 	if err != nil {
 		return err
 	}
+	return m.PutCanonical(ctx, e, canonical, digest)
+}
+
+// PutCanonical is Put of an entry CanonicalLine has encoded; see
+// CanonicalSink.
+func (m *MemoryStore) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error {
 	r, err := m.get(ctx, e.RolloutID)
 	if err != nil {
 		return err

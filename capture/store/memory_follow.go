@@ -12,7 +12,7 @@ import (
 // a new generation, as a replaced file has a new inode.
 
 // ReadTail returns the entries after from; see FileStore.ReadTail.
-func (m *MemoryStore) ReadTail(ctx context.Context, rolloutID string, from Cursor) (Tail, error) {
+func (m *MemoryStore) ReadTail(ctx context.Context, rolloutID string, from Cursor, known KnownLine) (Tail, error) {
 	r, err := m.get(ctx, rolloutID)
 	if err != nil {
 		return Tail{}, err
@@ -26,7 +26,7 @@ func (m *MemoryStore) ReadTail(ctx context.Context, rolloutID string, from Curso
 		start = 0
 	}
 	for i := start; i < int64(len(r.lines)); i++ {
-		e, err := record.ParseLine(r.lines[i])
+		e, err := knownOrParse(known, record.ParseLine, r.lines[i])
 		if err != nil {
 			return Tail{}, fmt.Errorf("%w: %s: line %d: %w", ErrCorrupt, rolloutID, i+1, err)
 		}

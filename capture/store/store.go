@@ -109,6 +109,14 @@ type Sink interface {
 	Close() error
 }
 
+// CanonicalSink is a Sink that also takes an entry already encoded: the
+// canonical line and entry digest CanonicalLine returned for it, and
+// nothing else. A caller that needs them too (a proxy telling its follower
+// what it wrote) then encodes the entry once.
+type CanonicalSink interface {
+	PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error
+}
+
 // Source is the read side used by the consumer.
 type Source interface {
 	Freeze(ctx context.Context, rolloutID string) (*Snapshot, error)
