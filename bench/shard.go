@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -325,10 +324,6 @@ func mergeSessions(into, add *Sessions) *Sessions {
 	}
 	into.Outcomes = append(into.Outcomes, add.Outcomes...)
 	return into
-}
-
-func sortByStart(ss []Sample) {
-	sort.SliceStable(ss, func(i, j int) bool { return ss[i].StartNS < ss[j].StartNS })
 }
 
 func rebase(s *Sample, shift int64) {
