@@ -374,7 +374,7 @@ func readStream(ctx context.Context, br *bufio.Reader, arrived *arrival, s *Samp
 			data = bytes.TrimSpace(data)
 			// Most events are output chunks: find those with one search and
 			// look for usage or errors only in the others.
-			i := bytes.Index(data, choicesKey)
+			i := indexChoices(data)
 			switch {
 			case i >= 0 && i+len(choicesKey) < len(data) && data[i+len(choicesKey)] != ']':
 				now := arrived.ns
@@ -415,6 +415,25 @@ func readStream(ctx context.Context, br *bufio.Reader, arrived *arrival, s *Samp
 	}
 	if !gotUse {
 		s.OutputTokens, s.TokenSource = chunks, "chunks"
+	}
+}
+
+// indexChoices is bytes.Index(data, choicesKey), found from its last byte:
+// Index tries every quote of an event as the key's start, and an event is
+// mostly quotes, while its first '[' is most often the choices list's.
+// Occurrences end at distinct brackets, so the first found is Index's.
+func indexChoices(data []byte) int {
+	key := choicesKey[:len(choicesKey)-1] // `"choices":`
+	for off := 0; ; {
+		j := bytes.IndexByte(data[off:], '[')
+		if j < 0 {
+			return -1
+		}
+		j += off
+		if j >= len(key) && bytes.Equal(data[j-len(key):j], key) {
+			return j - len(key)
+		}
+		off = j + 1
 	}
 }
 
