@@ -64,8 +64,8 @@ type rolloutLineage struct {
 	indexed  map[string]struct{}
 	follow   *store.Follower // with a store.TailReader; nil until first read
 	lastUsed atomic.Int64    // unix nanoseconds of the latest call
-	// handed is the token bytes of the entries this rollout's follower
-	// holds from handToFollower (written under mu, read by reclaimHanded
+	// handed is the bytes (as handToFollower counts them) of the entries
+	// this rollout's follower holds from handToFollower (written under mu, read by reclaimHanded
 	// without it); dropped is set, under mu, once the proxy no longer
 	// tracks the rollout.
 	handed  atomic.Int64
@@ -142,21 +142,27 @@ func (p *Proxy) drop(rolloutID string) {
 	}
 }
 
-// defaultHandedBudget bounds the token bytes of committed entries the
-// followers hold between calls: 64 MiB is 256 rollouts at 32k tokens. Past
-// it the least recently used rollouts give theirs back, and a rollout
-// without one parses its parent's line again on its next call.
+// defaultHandedBudget bounds the memory of the committed entries the
+// followers hold between calls, counted as their lines' bytes plus 8 per
+// token id: 64 MiB is about 150 rollouts at 32k tokens. Past it the least
+// recently used rollouts give theirs back, and a rollout without one
+// parses its parent's line again on its next call.
 const defaultHandedBudget = 64 << 20
+
+// handOverBytes is the shortest line worth handing over: parsing a shorter
+// one back costs microseconds, and holding one entry for each of thousands
+// of small rollouts would cost more than that saves.
+const handOverBytes = 32 << 10
 
 // handToFollower gives the rollout's follower the entry this call just
 // committed, so that the next call's refresh takes it for its line instead
 // of parsing the line back (docs/store.md#what-a-call-costs).
 // Caller holds rl.mu.
 func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string) {
-	if rl.follow == nil || rl.dropped {
+	if rl.follow == nil || rl.dropped || length < handOverBytes {
 		return
 	}
-	n := int64(8 * (len(e.PromptTokenIDs) + len(e.GenerationTokenIDs)))
+	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)))
 	if !p.reserveHanded(n) {
 		p.reclaimHanded(rl)
 		if !p.reserveHanded(n) {

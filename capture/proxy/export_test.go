@@ -20,8 +20,8 @@ func (p *Proxy) HeldEntries() int {
 	return n
 }
 
-// HandedBytes is the token bytes of the committed entries the followers
-// hold for their rollouts' next calls.
+// HandedBytes is the bytes of the committed entries the followers hold for
+// their rollouts' next calls, as the budget counts them.
 func (p *Proxy) HandedBytes() int64 { return p.handed.Load() }
 
 // SetHandedBudget replaces the bound on HandedBytes.

@@ -93,14 +93,26 @@ var _ = Describe("parent resolution over the file store", func() {
 			// keeps is the one entry its rollout committed last, handed over
 			// so the next call need not parse that line back, and counted.
 			Expect(p.HeldEntries()).To(BeZero())
-			last := es[len(es)-1]
-			Expect(p.HandedBytes()).To(BeEquivalentTo(8 * (len(last.PromptTokenIDs) + len(last.GenerationTokenIDs))))
+			Expect(p.HandedBytes()).To(BeEquivalentTo(handedFor(es[len(es)-1])))
 		},
 		Entry("small requests, resolved before the engine call", "You are terse."),
 		// Above 32 KB the resolution runs while the engine generates.
 		Entry("large requests, resolved beside the engine call", strings.Repeat("Follow the repository's conventions. ", 1200)),
 	)
 })
+
+// handedFor is what the proxy counts for an entry it hands to a follower:
+// nothing for a line under 32 KB (parsed back in microseconds), else the
+// line's bytes and 8 per token id.
+func handedFor(e *record.Entry) int {
+	GinkgoHelper()
+	line, _, err := store.CanonicalLine(e)
+	Expect(err).NotTo(HaveOccurred())
+	if len(line) < 32<<10 {
+		return 0
+	}
+	return len(line) + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs))
+}
 
 var _ = Describe("the entries handed to the followers", func() {
 	chat := func(ctx SpecContext, url string, msgs []any) []any {
@@ -110,7 +122,9 @@ var _ = Describe("the entries handed to the followers", func() {
 		asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
 		return append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": asst["content"]}, map[string]any{"role": "user", "content": "more"})
 	}
-	first := []any{map[string]any{"role": "user", "content": "start"}}
+	// A long system turn makes each record's line longer than 32 KB.
+	first := []any{map[string]any{"role": "system", "content": strings.Repeat("Follow the repository's conventions. ", 1200)},
+		map[string]any{"role": "user", "content": "start"}}
 
 	It("are given back when the rollout is frozen, and within the budget by the least recently used", func(ctx SpecContext) {
 		fake := startFake()

@@ -106,8 +106,8 @@ type Proxy struct {
 	rollouts sync.Map     // rollout id → *rolloutLineage
 	evicting sync.Mutex   // held by the one eviction scan running
 	tracked  atomic.Int64 // entries in rollouts
-	// handed is the token bytes of the committed entries the rollouts'
-	// followers hold for their next call (handToFollower), within
+	// handed is the bytes of the committed entries the rollouts' followers
+	// hold for their next call (as handToFollower counts them), within
 	// handedBudget (defaultHandedBudget; specs lower it); reclaiming is held
 	// by the one scan giving them back.
 	handed       atomic.Int64
