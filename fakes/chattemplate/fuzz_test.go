@@ -66,3 +66,35 @@ func FuzzArguments(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRenderPlain checks RenderPlain against Render of the same messages as
+// maps: the same prompt or the same error, for both variants, with and
+// without tools and the generation prompt.
+func FuzzRenderPlain(f *testing.F) {
+	f.Add([]byte("system\x00Be terse.\x00user\x00hi\x00assistant\x00<think>\nok\n</think>\n\nhello\x00user\x00more"), true, false)
+	f.Add([]byte("user\x00a\x00tool\x00out1\x00tool\x00out2\x00assistant\x00"), false, true)
+	f.Add([]byte("robot\x00x"), true, true)
+	f.Add([]byte(""), true, false)
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "f", "parameters": map[string]any{"type": "object"}}}}
+	f.Fuzz(func(tt *testing.T, spec []byte, addGen, withTools bool) {
+		// spec is role, content, role, content, ... separated by NUL bytes.
+		fields := strings.Split(string(spec), "\x00")
+		var plain []chattemplate.PlainMessage
+		var maps []chattemplate.Message
+		for i := 0; i+1 < len(fields); i += 2 {
+			plain = append(plain, chattemplate.PlainMessage{Role: fields[i], Content: fields[i+1]})
+			maps = append(maps, chattemplate.Message{"role": fields[i], "content": fields[i+1]})
+		}
+		var ts []map[string]any
+		if withTools {
+			ts = tools
+		}
+		for _, tmpl := range []*chattemplate.Template{chattemplate.Qwen3(), chattemplate.Qwen3Thinking2507()} {
+			want, wantErr := tmpl.Render(chattemplate.Request{Messages: maps, Tools: ts, AddGenerationPrompt: addGen})
+			got, gotErr := tmpl.RenderPlain(plain, ts, addGen)
+			if got != want || (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+				tt.Fatalf("%s: RenderPlain = %q, %v; Render = %q, %v", tmpl.Name(), got, gotErr, want, wantErr)
+			}
+		}
+	})
+}

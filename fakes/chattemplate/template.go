@@ -154,13 +154,44 @@ func (t *Template) Render(req Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tools, err := renderTools(req.Tools)
+	return t.renderTurns(turns, req.Tools, req.AddGenerationPrompt, estimateSize(req.Messages))
+}
+
+// PlainMessage is a message of a role and a string content with none of
+// the other fields a template reads (reasoning, reasoning_content,
+// tool_calls absent or null): the shape of most chat requests' messages.
+type PlainMessage struct {
+	Role, Content string
+}
+
+// RenderPlain is Render for a request whose messages are all plain: the
+// same text and the same errors as Render gives for those messages as
+// maps, without building the maps.
+func (t *Template) RenderPlain(msgs []PlainMessage, tools []map[string]any, addGenerationPrompt bool) (string, error) {
+	if len(msgs) == 0 {
+		return "", errNoMessages()
+	}
+	turns := make([]turn, len(msgs))
+	size := 64
+	for i, m := range msgs {
+		if err := checkRole(i, m.Role); err != nil {
+			return "", err
+		}
+		turns[i] = turn{role: m.Role, content: m.Content, contentSet: true}
+		size += len(m.Content) + 32
+	}
+	return t.renderTurns(turns, tools, addGenerationPrompt, size)
+}
+
+// renderTurns renders normalized turns; size is the expected prompt length.
+func (t *Template) renderTurns(turns []turn, toolDefs []map[string]any, addGenerationPrompt bool, size int) (string, error) {
+	tools, err := renderTools(toolDefs)
 	if err != nil {
 		return "", err
 	}
 
 	var b strings.Builder
-	b.Grow(estimateSize(req.Messages) + 256*len(tools))
+	b.Grow(size + 256*len(tools))
 	firstIsSystem := len(turns) > 0 && turns[0].role == "system"
 	if len(tools) > 0 {
 		b.WriteString("<|im_start|>system\n")
@@ -203,7 +234,7 @@ func (t *Template) Render(req Request) (string, error) {
 			}
 		}
 	}
-	if req.AddGenerationPrompt {
+	if addGenerationPrompt {
 		b.WriteString(t.GenerationPrompt())
 	}
 	return b.String(), nil
@@ -326,9 +357,7 @@ var knownRoles = []string{"system", "user", "assistant", "tool"}
 // normalize validates messages and applies vLLM's pre-template processing.
 func normalize(msgs []Message, coerceArgs bool) ([]turn, error) {
 	if len(msgs) == 0 {
-		// The Qwen3 template reads messages[0].role, which Jinja refuses on
-		// an empty list.
-		return nil, invalid("messages", "list object has no element 0 (messages must not be empty)")
+		return nil, errNoMessages()
 	}
 	turns := make([]turn, 0, len(msgs))
 	for i, m := range msgs {
@@ -343,8 +372,8 @@ func normalize(msgs []Message, coerceArgs bool) ([]turn, error) {
 		if !ok {
 			return nil, invalid("messages", "messages[%d].role must be a string, got %s", i, typeName(roleV))
 		}
-		if !slices.Contains(knownRoles, role) {
-			return nil, invalid("messages", "messages[%d]: unknown role %q (expected one of %s)", i, role, strings.Join(knownRoles, ", "))
+		if err := checkRole(i, role); err != nil {
+			return nil, err
 		}
 		content, set, err := flattenContent(m["content"])
 		if err != nil {
@@ -359,6 +388,19 @@ func normalize(msgs []Message, coerceArgs bool) ([]turn, error) {
 		turns = append(turns, tr)
 	}
 	return turns, nil
+}
+
+// errNoMessages is the error of an empty message list: the Qwen3 template
+// reads messages[0].role, which Jinja refuses on an empty list.
+func errNoMessages() error {
+	return invalid("messages", "list object has no element 0 (messages must not be empty)")
+}
+
+func checkRole(i int, role string) error {
+	if !slices.Contains(knownRoles, role) {
+		return invalid("messages", "messages[%d]: unknown role %q (expected one of %s)", i, role, strings.Join(knownRoles, ", "))
+	}
+	return nil
 }
 
 func assistantFields(tr *turn, m Message, i int, coerceArgs bool) error {

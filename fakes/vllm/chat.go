@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capbench/capbench/fakes/chattemplate"
 	"github.com/capbench/capbench/internal/pyfmt"
 )
 
@@ -128,12 +129,25 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	if ae != nil {
 		return nil, ae
 	}
-	msgs, assistants := normalizeMessages(req.Messages)
+	// Plain messages skip the template's maps, unless a script's routes
+	// will look at the messages.
+	plain, isPlain := plainMessages(req.Messages)
+	var msgs []map[string]any
+	assistants := 0
+	if !isPlain || r.Header.Get("X-Fake-Script") != "" {
+		msgs, assistants = normalizeMessages(req.Messages)
+	}
 	tools, ae := decodeTools(req.Tools)
 	if ae != nil {
 		return nil, ae
 	}
-	prompt, err := s.tmpl.renderPrompt(msgs, tools, addGen, req.ChatTemplateKwargs)
+	var prompt string
+	var err error
+	if msgs == nil {
+		prompt, err = s.tmpl.renderPlain(plain, tools, addGen)
+	} else {
+		prompt, err = s.tmpl.renderPrompt(msgs, tools, addGen, req.ChatTemplateKwargs)
+	}
 	if err != nil {
 		return nil, asAPIError(err)
 	}
@@ -352,6 +366,41 @@ func normalizeMessages(in []chatMessage) ([]map[string]any, int) {
 		out[i] = msg
 	}
 	return out, assistants
+}
+
+// plainMessages is the messages as the template's plain form, when each
+// has a string role and a string content and no reasoning,
+// reasoning_content or tool_calls (null counts as absent, as for the
+// template); ok is false otherwise.
+func plainMessages(in []chatMessage) (out []chattemplate.PlainMessage, ok bool) {
+	if len(in) == 0 {
+		return nil, false
+	}
+	out = make([]chattemplate.PlainMessage, len(in))
+	for i, m := range in {
+		if !absent(m.Reasoning) || !absent(m.ReasoningContent) || !absent(m.ToolCalls) {
+			return nil, false
+		}
+		role, okRole := rawString(m.Role)
+		content, okContent := rawString(m.Content)
+		if !okRole || !okContent {
+			return nil, false
+		}
+		out[i] = chattemplate.PlainMessage{Role: role, Content: content}
+	}
+	return out, true
+}
+
+func absent(r json.RawMessage) bool { return len(r) == 0 || string(r) == "null" }
+
+// rawString is a raw JSON string's value, as rawValue decodes it.
+func rawString(r json.RawMessage) (string, bool) {
+	if len(r) == 0 || r[0] != '"' {
+		return "", false
+	}
+	v, _ := rawValue(r)
+	s, ok := v.(string)
+	return s, ok
 }
 
 // requestID is prefix plus the client's X-Request-Id, else plus random hex.

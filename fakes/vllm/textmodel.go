@@ -23,6 +23,8 @@ type textTokenizer interface {
 // promptTemplate renders chat requests and assistant generations.
 type promptTemplate interface {
 	renderPrompt(msgs []map[string]any, tools []map[string]any, addGenerationPrompt bool, kwargs map[string]any) (string, error)
+	// renderPlain is renderPrompt for plain messages (chattemplate.RenderPlain).
+	renderPlain(msgs []chattemplate.PlainMessage, tools []map[string]any, addGenerationPrompt bool) (string, error)
 	// renderGeneration is the text the model emits for one assistant turn,
 	// ending with the EOS token text.
 	renderGeneration(content, reasoning string, calls []ScriptToolCall) string
@@ -41,7 +43,15 @@ type qwenTemplate struct {
 func (q qwenTemplate) thinking() bool { return q.think }
 
 func (q qwenTemplate) renderPrompt(msgs []map[string]any, tools []map[string]any, addGen bool, kwargs map[string]any) (string, error) {
-	out, err := q.t.Render(chattemplate.Request{Messages: msgs, Tools: tools, AddGenerationPrompt: addGen, ChatTemplateKwargs: kwargs})
+	return templateResult(q.t.Render(chattemplate.Request{Messages: msgs, Tools: tools, AddGenerationPrompt: addGen, ChatTemplateKwargs: kwargs}))
+}
+
+func (q qwenTemplate) renderPlain(msgs []chattemplate.PlainMessage, tools []map[string]any, addGen bool) (string, error) {
+	return templateResult(q.t.RenderPlain(msgs, tools, addGen))
+}
+
+// templateResult maps a template error to vLLM's 400.
+func templateResult(out string, err error) (string, error) {
 	if err != nil {
 		var te *chattemplate.Error
 		if errors.As(err, &te) {

@@ -210,3 +210,48 @@ var _ = Describe("chat template selection", func() {
 		Expect(p).To(HaveSuffix("again<|im_end|>\n"))
 	})
 })
+
+var _ = Describe("plain and structured messages render alike", func() {
+	var s *vllm.Server
+	BeforeEach(func() { s = startFake(vllm.Options{}) })
+
+	DescribeTable("a chat completion's prompt ids equal /tokenize's for the same messages",
+		func(msgs []any) {
+			chat := post(s.URL()+"/v1/chat/completions", map[string]any{"model": vllm.DefaultModel, "messages": msgs, "max_tokens": 2, "return_token_ids": true})
+			Expect(chat.status).To(Equal(http.StatusOK), string(chat.body))
+			tok := post(s.URL()+"/tokenize", map[string]any{"model": vllm.DefaultModel, "messages": msgs})
+			Expect(tok.status).To(Equal(http.StatusOK), string(tok.body))
+			Expect(toInts(chat.json()["prompt_token_ids"])).To(Equal(toInts(tok.json()["tokens"])))
+		},
+		Entry("plain turns", []any{
+			map[string]any{"role": "system", "content": "Be terse."},
+			map[string]any{"role": "user", "content": "hi"},
+			map[string]any{"role": "assistant", "content": "hello"},
+			map[string]any{"role": "user", "content": "more \"quoted\" \u00e9 \\ text"}}),
+		Entry("tool results", []any{
+			map[string]any{"role": "user", "content": "run it"},
+			map[string]any{"role": "tool", "content": "out 1", "tool_call_id": "c1"},
+			map[string]any{"role": "tool", "content": "out 2", "tool_call_id": "c2"}}),
+		Entry("an assistant turn with reasoning, after the last query (not plain)", []any{
+			map[string]any{"role": "user", "content": "q"},
+			map[string]any{"role": "assistant", "content": "a", "reasoning_content": "thought"},
+			map[string]any{"role": "tool", "content": "r", "tool_call_id": "c1"}}),
+		Entry("an assistant turn with tool calls (not plain)", []any{
+			map[string]any{"role": "user", "content": "q"},
+			map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
+				"function": map[string]any{"name": "f", "arguments": `{"b":1,"a":2}`}}}},
+			map[string]any{"role": "tool", "content": "r", "tool_call_id": "c1"}}),
+		Entry("content parts and null content (not plain)", []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "a"}, map[string]any{"type": "text", "text": "b"}}},
+			map[string]any{"role": "assistant", "content": nil},
+			map[string]any{"role": "user", "content": "c"}}),
+	)
+
+	It("refuses an unknown role with the same message either way", func() {
+		msgs := []any{map[string]any{"role": "robot", "content": "x"}}
+		chat := post(s.URL()+"/v1/chat/completions", map[string]any{"model": vllm.DefaultModel, "messages": msgs})
+		tok := post(s.URL()+"/tokenize", map[string]any{"model": vllm.DefaultModel, "messages": msgs})
+		Expect(chat.status).To(Equal(http.StatusBadRequest))
+		Expect(chat.json()["error"].(map[string]any)["message"]).To(Equal(tok.json()["error"].(map[string]any)["message"]))
+	})
+})
