@@ -64,10 +64,10 @@ type rolloutLineage struct {
 	indexed  map[string]struct{}
 	follow   *store.Follower // with a store.TailReader; nil until first read
 	lastUsed atomic.Int64    // unix nanoseconds of the latest call
-	// handed is the bytes (as handToFollower counts them) of the entries
-	// this rollout's follower holds from handToFollower (written under mu, read by reclaimHanded
-	// without it); dropped is set, under mu, once the proxy no longer
-	// tracks the rollout.
+	// handed is the bytes of the entries this rollout's follower holds
+	// from handToFollower, as it counts them (written under mu, read by
+	// reclaimHanded without it); dropped is set, under mu, once the proxy
+	// no longer tracks the rollout.
 	handed  atomic.Int64
 	dropped bool
 }
@@ -106,28 +106,36 @@ func (p *Proxy) evictLeastRecentlyUsed(keep string) {
 		return
 	}
 	defer p.evicting.Unlock()
-	type use struct {
-		id string
-		at int64
-	}
-	var uses []use
-	p.rollouts.Range(func(k, v any) bool {
-		id, _ := k.(string)
-		rl, _ := v.(*rolloutLineage)
-		if id != keep && rl != nil {
-			uses = append(uses, use{id, rl.lastUsed.Load()})
-		}
-		return true
-	})
+	uses := p.byLastUse(func(id string, _ *rolloutLineage) bool { return id != keep })
 	target := p.opts.MaxTrackedRollouts - p.opts.MaxTrackedRollouts/8
 	excess := len(uses) + 1 - target
 	if excess <= 0 {
 		return
 	}
-	sort.Slice(uses, func(a, b int) bool { return uses[a].at < uses[b].at })
 	for _, u := range uses[:min(excess, len(uses))] {
 		p.drop(u.id)
 	}
+}
+
+// trackedRollout is one entry of p.rollouts, with its last use.
+type trackedRollout struct {
+	id string
+	rl *rolloutLineage
+	at int64
+}
+
+// byLastUse lists the tracked rollouts that pick, least recently used first.
+func (p *Proxy) byLastUse(pick func(id string, rl *rolloutLineage) bool) []trackedRollout {
+	var out []trackedRollout
+	p.rollouts.Range(func(k, v any) bool {
+		id, _ := k.(string)
+		if rl, _ := v.(*rolloutLineage); rl != nil && pick(id, rl) {
+			out = append(out, trackedRollout{id, rl, rl.lastUsed.Load()})
+		}
+		return true
+	})
+	sort.Slice(out, func(a, b int) bool { return out[a].at < out[b].at })
+	return out
 }
 
 // drop removes a rollout's index, once.
@@ -189,19 +197,8 @@ func (p *Proxy) reclaimHanded(skip *rolloutLineage) {
 		return
 	}
 	defer p.reclaiming.Unlock()
-	type holder struct {
-		rl *rolloutLineage
-		at int64
-	}
-	var hs []holder
-	p.rollouts.Range(func(_, v any) bool {
-		if rl, _ := v.(*rolloutLineage); rl != nil && rl != skip && rl.handed.Load() > 0 {
-			hs = append(hs, holder{rl, rl.lastUsed.Load()})
-		}
-		return true
-	})
-	sort.Slice(hs, func(a, b int) bool { return hs[a].at < hs[b].at })
-	for _, h := range hs {
+	holders := p.byLastUse(func(_ string, rl *rolloutLineage) bool { return rl != skip && rl.handed.Load() > 0 })
+	for _, h := range holders {
 		if p.handed.Load() <= p.handedBudget.Load()/2 {
 			return
 		}

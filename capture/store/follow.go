@@ -210,7 +210,7 @@ type Follower struct {
 	// (Wrote): that Refresh takes their entries instead of parsing them,
 	// and keeps those it took in handed until ForgetRead.
 	wrote  []wroteLine
-	handed map[string]*record.Entry
+	handed map[string]bool
 }
 
 // wroteLine is a line by its length and entry digest: a line read back is
@@ -269,9 +269,9 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 		f.recent[e.ModelCallID] = e
 		if wasWritten(wrote, e) {
 			if f.handed == nil {
-				f.handed = map[string]*record.Entry{}
+				f.handed = map[string]bool{}
 			}
-			f.handed[e.ModelCallID] = e
+			f.handed[e.ModelCallID] = true
 		}
 	}
 	f.cur = t.Next
@@ -376,7 +376,7 @@ func (f *Follower) CumulativeDigest(ctx context.Context, callID string) ([]int, 
 	if err != nil {
 		return nil, "", err
 	}
-	if e, ok := f.handed[callID]; ok && !e.PromptIsDelta && e.Digest != nil && f.recent[callID] == e {
+	if e := f.recent[callID]; f.handed[callID] && !e.PromptIsDelta && e.Digest != nil {
 		return tokens, *e.Digest, nil
 	}
 	return tokens, "", nil

@@ -159,13 +159,21 @@ var _ = Describe("a follower told what its process wrote", func() {
 		}
 	}
 
+	// handedFirst puts a rollout's first entry and hands it to a new
+	// follower of that rollout.
+	handedFirst := func(ctx context.Context, open func() (store.TailReader, store.CanonicalSink), rollout string) (*store.Follower, store.CanonicalSink, []*record.Entry, int, string) {
+		GinkgoHelper()
+		src, sink := open()
+		_, want := chainedLines(rollout, 2)
+		f := store.NewFollower(src, rollout)
+		n, d := put(ctx, sink, want[0])
+		f.Wrote(want[0], n, d)
+		return f, sink, want, n, d
+	}
+
 	DescribeTable("takes the written entry for its line instead of parsing it, and knows its digest",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
-			src, sink := open()
-			_, want := chainedLines("w1", 2)
-			f := store.NewFollower(src, "w1")
-			n, d := put(ctx, sink, want[0])
-			f.Wrote(want[0], n, d)
+			f, sink, want, _, _ := handedFirst(ctx, open, "w1")
 			added, _, err := f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(added).To(HaveLen(1))
@@ -177,7 +185,7 @@ var _ = Describe("a follower told what its process wrote", func() {
 
 			By("a line read back that is not the one handed over")
 			next := nextCall(want[0], "call-009")
-			n, _ = put(ctx, sink, next)
+			n, _ := put(ctx, sink, next)
 			f.Wrote(next, n, "0000000000000000000000000000000000000000000000000000000000000000")
 			added, _, err = f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
@@ -193,11 +201,7 @@ var _ = Describe("a follower told what its process wrote", func() {
 
 	DescribeTable("forgets what it was handed once a refresh has passed, whether or not it saw the line",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
-			src, sink := open()
-			_, want := chainedLines("w2", 2)
-			f := store.NewFollower(src, "w2")
-			n, d := put(ctx, sink, want[0])
-			f.Wrote(want[0], n, d)
+			f, sink, want, n, d := handedFirst(ctx, open, "w2")
 			_, _, err := f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			f.ForgetRead()

@@ -129,27 +129,13 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	if ae != nil {
 		return nil, ae
 	}
-	// Plain messages skip the template's maps, unless a script's routes
-	// will look at the messages.
-	plain, isPlain := plainMessages(req.Messages)
-	var msgs []map[string]any
-	assistants := 0
-	if !isPlain || r.Header.Get("X-Fake-Script") != "" {
-		msgs, assistants = normalizeMessages(req.Messages)
-	}
 	tools, ae := decodeTools(req.Tools)
 	if ae != nil {
 		return nil, ae
 	}
-	var prompt string
-	var err error
-	if msgs == nil {
-		prompt, err = s.tmpl.renderPlain(plain, tools, addGen)
-	} else {
-		prompt, err = s.tmpl.renderPrompt(msgs, tools, addGen, req.ChatTemplateKwargs)
-	}
-	if err != nil {
-		return nil, asAPIError(err)
+	prompt, msgs, assistants, ae := s.renderChat(req, tools, addGen, r.Header.Get("X-Fake-Script") != "")
+	if ae != nil {
+		return nil, ae
 	}
 	promptIDs := s.encodePrompt(prompt)
 	maxParam, paramName := req.MaxTokens, "max_tokens"
@@ -366,6 +352,23 @@ func normalizeMessages(in []chatMessage) ([]map[string]any, int) {
 		out[i] = msg
 	}
 	return out, assistants
+}
+
+// renderChat renders the chat prompt. Plain messages skip the template's
+// maps, unless a script's routes will look at the messages (scripted): msgs
+// are then nil, and assistants 0 (it only picks a script's turn).
+func (s *Server) renderChat(req *chatRequest, tools []map[string]any, addGen, scripted bool) (prompt string, msgs []map[string]any, assistants int, ae *apiError) {
+	var err error
+	if plain, ok := plainMessages(req.Messages); ok && !scripted {
+		prompt, err = s.tmpl.renderPlain(plain, tools, addGen)
+	} else {
+		msgs, assistants = normalizeMessages(req.Messages)
+		prompt, err = s.tmpl.renderPrompt(msgs, tools, addGen, req.ChatTemplateKwargs)
+	}
+	if err != nil {
+		return "", nil, 0, asAPIError(err)
+	}
+	return prompt, msgs, assistants, nil
 }
 
 // plainMessages is the messages as the template's plain form, when each
