@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -84,13 +85,19 @@ func TestTrivialServerProcess(t *testing.T) {
 
 var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
-// wrkRequestsPerSecond runs wrk against url with a POST body of our size.
-func wrkRequestsPerSecond(b *testing.B, url string) float64 {
+// wrkRequestsPerSecond runs wrk against url, POSTing body as the load
+// generator does, so both make the server read the same request.
+func wrkRequestsPerSecond(b *testing.B, url string, body []byte) float64 {
 	path, err := exec.LookPath("wrk")
 	if err != nil {
 		b.Skip("wrk is not installed (apt-get install wrk): no peer to compare with")
 	}
-	out, err := exec.Command(path, "-t2", fmt.Sprintf("-c%d", peerConns), "-d"+peerDuration.String(), url+"/v1/chat/completions").CombinedOutput()
+	script := filepath.Join(b.TempDir(), "post.lua")
+	lua := fmt.Sprintf("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = %q\n", body)
+	if err := os.WriteFile(script, []byte(lua), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(path, "-t2", fmt.Sprintf("-c%d", peerConns), "-d"+peerDuration.String(), "-s", script, url+"/v1/chat/completions").CombinedOutput()
 	if err != nil {
 		b.Fatalf("wrk: %v\n%s", err, out)
 	}
@@ -104,12 +111,7 @@ func wrkRequestsPerSecond(b *testing.B, url string) float64 {
 
 // ourRequestsPerSecond runs the load generator against url and returns its
 // request and token rates and its CPU µs per request.
-func ourRequestsPerSecond(b *testing.B, url string, stream bool) (rate, tokens, cpuPerReq float64) {
-	bodies, err := bench.BuildChatBodies(bench.ChatSpec{Model: "m", Prompt: bench.Dist{Kind: "fixed", A: 8}, Output: bench.Dist{Kind: "fixed", A: 64}, Stream: stream,
-		Extra: map[string]any{"ignore_eos": true}})
-	if err != nil {
-		b.Fatal(err)
-	}
+func ourRequestsPerSecond(b *testing.B, url string, bodies [][]byte, stream bool) (rate, tokens, cpuPerReq float64) {
 	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(peerConns), Bodies: bodies, Stream: stream,
 		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url}}}
 	cpu0 := processCPU()
@@ -123,6 +125,17 @@ func ourRequestsPerSecond(b *testing.B, url string, stream bool) (rate, tokens, 
 		b.Fatalf("%d requests failed: %s", s.Failed, s.FirstError)
 	}
 	return s.RequestThroughput, s.OutputThroughput, float64(cpu.Microseconds()) / float64(max(s.Completed, 1))
+}
+
+// peerBodies are the chat requests both load generators send: short
+// prompts, 64 output tokens, and a body field the workload passes through.
+func peerBodies(b *testing.B, stream bool) [][]byte {
+	bodies, err := bench.BuildChatBodies(bench.ChatSpec{Model: "m", Prompt: bench.Dist{Kind: "fixed", A: 8}, Output: bench.Dist{Kind: "fixed", A: 64}, Stream: stream,
+		Extra: map[string]any{"ignore_eos": true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bodies
 }
 
 // processCPU is this process's user + system time so far: the load
@@ -151,11 +164,12 @@ func BenchmarkLoadGeneratorVsWrk(b *testing.B) {
 	}{{"plain", false}, {"stream", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			url := trivialServer(b, tc.name)
+			bodies := peerBodies(b, tc.stream)
 			var wrks, ours, ratios, toks, cpus []float64
 			for range b.N {
 				for range peerRounds {
-					w := wrkRequestsPerSecond(b, url)
-					o, t, c := ourRequestsPerSecond(b, url, tc.stream)
+					w := wrkRequestsPerSecond(b, url, bodies[0])
+					o, t, c := ourRequestsPerSecond(b, url, bodies, tc.stream)
 					wrks, ours, toks, ratios = append(wrks, w), append(ours, o), append(toks, t), append(ratios, o/w)
 					cpus = append(cpus, c)
 				}
