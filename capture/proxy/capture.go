@@ -40,9 +40,10 @@ type callCtx struct {
 	// readItems, when set, reads items (and itemsErr) from a request whose
 	// members were left undecoded; resolveParent runs it first.
 	readItems func()
-	// promptText is the canonical text of the engine's prompt ids, which
-	// the record copies instead of formatting them (record.TokenText).
-	promptText record.TokenText
+	// prompt is the canonical text of the engine's prompt ids, which the
+	// record copies instead of formatting them (record.TokenText), and the
+	// rollout's previous prompt they were read after.
+	prompt promptIDs
 }
 
 // resolved waits for the parent resolution begin started; decision and rl
@@ -70,6 +71,10 @@ type rolloutLineage struct {
 	// no longer tracks the rollout.
 	handed  atomic.Int64
 	dropped bool
+	// prompt is the text of the prompt ids of the call that handed its
+	// entry last, counted in handed; the rollout's next call takes it to
+	// read its own prompt ids after (promptIDs.prev).
+	prompt atomic.Pointer[record.TokenText]
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
@@ -166,11 +171,14 @@ const handOverBytes = 32 << 10
 // committed, so that the next call's refresh takes it for its line instead
 // of parsing the line back (docs/store.md#what-a-call-costs).
 // Caller holds rl.mu.
-func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string) {
+func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string, prompt promptIDs) {
 	if rl.follow == nil || rl.dropped || length < handOverBytes {
 		return
 	}
 	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)))
+	if !prompt.text.IsZero() {
+		n += int64(prompt.held + 8*len(e.PromptTokenIDs)) // the buffer the text is in, and its copy of the ids
+	}
 	if !p.reserveHanded(n) {
 		p.reclaimHanded(rl)
 		if !p.reserveHanded(n) {
@@ -179,6 +187,9 @@ func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, 
 	}
 	rl.handed.Add(n)
 	rl.follow.Wrote(e, length, digest)
+	if !prompt.text.IsZero() {
+		rl.prompt.Store(&prompt.text)
+	}
 }
 
 func (p *Proxy) reserveHanded(n int64) bool {
@@ -215,6 +226,7 @@ func (p *Proxy) takeBack(rl *rolloutLineage) {
 	if rl.follow != nil {
 		rl.follow.ForgetWritten()
 	}
+	rl.prompt.Store(nil)
 	p.handed.Add(-rl.handed.Swap(0))
 }
 
@@ -422,6 +434,11 @@ func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	if !cc.capture {
 		return nil
 	}
+	if v, ok := p.rollouts.Load(cc.rt.RolloutID); ok {
+		if prev := v.(*rolloutLineage).prompt.Swap(nil); prev != nil {
+			cc.prompt.prev = *prev
+		}
+	}
 	p.resolveAhead(ctx, cc)
 	start := time.Now()
 	err := p.opts.Store.BeginCall(ctx, cc.rt.RolloutID, cc.callID)
@@ -543,7 +560,7 @@ func (p *Proxy) exchange(ctx context.Context, cc *callCtx, path string, out map[
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding the upstream request: %w", err)
 	}
-	resp, err = p.postReply(ctx, path, cc.hdr, body, &cc.promptText)
+	resp, err = p.postReply(ctx, path, cc.hdr, body, &cc.prompt)
 	if err != nil {
 		if cc.capture {
 			p.markIncomplete(ctx, cc, "upstream_error", err)
@@ -629,7 +646,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		cc.log.Warn("indexing the committed entry failed", "err", err)
 	}
 	if digest != "" {
-		p.handToFollower(cc.rl, e, length, digest)
+		p.handToFollower(cc.rl, e, length, digest, cc.prompt)
 	}
 	cc.rl.mu.Unlock()
 	cc.log.Info("call captured", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID,
@@ -677,7 +694,7 @@ func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, 
 		ResponseID:         ex.ResponseID,
 		CreatedAt:          float64(time.Now().UnixNano()) / 1e9,
 	}
-	e.UsePromptText(cc.promptText)
+	e.UsePromptText(cc.prompt.text)
 	prep := cc.prep
 	if prep == nil { // no resolution ran (lookup_error)
 		prep = lineage.Prepare(cc.items)

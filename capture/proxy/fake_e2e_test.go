@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -34,9 +35,16 @@ func ledgerOf(f *vllm.Server, n int) []vllm.LedgerEntry {
 	return f.Ledger()
 }
 
-// matchesLedger checks a record against the fake's ground truth.
+// matchesLedger checks a record against the fake's ground truth, and its
+// stamped digest against its tokens: the line holds the ids the engine
+// sent, the digest the ids the proxy read.
 func matchesLedger(e *record.Entry, l vllm.LedgerEntry) {
 	ExpectWithOffset(1, e.PromptTokenIDs).To(Equal(l.PromptTokenIDs))
+	if e.Digest != nil && !e.PromptIsDelta {
+		want, err := record.TokenDigest(append(slices.Clone(l.PromptTokenIDs), l.GeneratedTokenIDs...))
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		ExpectWithOffset(1, *e.Digest).To(Equal(want), "the digest of the engine's tokens")
+	}
 	ExpectWithOffset(1, e.GenerationTokenIDs).To(Equal(l.GeneratedTokenIDs))
 	ExpectWithOffset(1, e.GenerationLogProbs).To(HaveLen(len(l.LogProbs)))
 	for i := range l.LogProbs {
@@ -49,31 +57,43 @@ var _ = Describe("in front of the fake vLLM", func() {
 	BeforeEach(func() { fake = startFake() })
 
 	DescribeTable("chat capture records the engine's exact tokens",
-		func(ctx SpecContext, kind string, requestIDs, stream, long bool) {
+		func(ctx SpecContext, kind string, requestIDs, stream, long bool, calls int) {
 			st := newStore(kind)
 			p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = requestIDs })
 			content := "say hi"
 			if long { // over 32 KB: the conversation is decoded beside the engine call
 				content = strings.Repeat("say hi, and then say it again. ", 1400)
 			}
-			body := map[string]any{"model": "policy", "messages": []any{map[string]any{"role": "user", "content": content}}, "stream": stream}
-			r := do(ctx, "POST", p.URL()+"/ng-rollout/e1/training-token-capture/v1/chat/completions", mustJSON(body), nil)
-			Expect(r.Status).To(Equal(200), string(r.Body))
-			Expect(tokenKeysIn(r.Body)).To(BeFalse())
+			msgs := []any{map[string]any{"role": "user", "content": content}}
+			for i := range calls {
+				// Each call repeats the one before: from the second on, its
+				// prompt ids are read after the previous prompt's text.
+				if i > 0 {
+					msgs = append(msgs, map[string]any{"role": "assistant", "content": "hi"}, map[string]any{"role": "user", "content": "again"})
+				}
+				body := map[string]any{"model": "policy", "messages": msgs, "stream": stream}
+				r := do(ctx, "POST", p.URL()+"/ng-rollout/e1/training-token-capture/v1/chat/completions", mustJSON(body), nil)
+				Expect(r.Status).To(Equal(200), string(r.Body))
+				Expect(tokenKeysIn(r.Body)).To(BeFalse())
+			}
 			es := entries(ctx, st, "e1")
-			Expect(es).To(HaveLen(1))
-			led := ledgerOf(fake, 1)
-			matchesLedger(es[0], led[0])
-			Expect(es[0].Model).To(Equal("policy"))
+			Expect(es).To(HaveLen(calls))
+			led := ledgerOf(fake, calls)
+			for i := range calls {
+				matchesLedger(es[i], led[i])
+				Expect(es[i].Model).To(Equal("policy"))
+			}
 		},
-		Entry("memory store, tokenize", "memory", false, false, false),
-		Entry("memory store, return_token_ids, streaming", "memory", true, true, false),
-		Entry("file store, return_token_ids", "file", true, false, false),
-		Entry("file store, tokenize, streaming", "file", false, true, false),
-		Entry("a 43 KB conversation, tokenize", "memory", false, false, true),
-		Entry("a 43 KB conversation, return_token_ids", "file", true, false, true),
-		Entry("a 43 KB conversation, return_token_ids, streaming", "memory", true, true, true),
-		Entry("a 43 KB conversation, tokenize, streaming", "file", false, true, true),
+		Entry("memory store, tokenize", "memory", false, false, false, 1),
+		Entry("memory store, return_token_ids, streaming", "memory", true, true, false, 1),
+		Entry("file store, return_token_ids", "file", true, false, false, 1),
+		Entry("file store, tokenize, streaming", "file", false, true, false, 1),
+		Entry("a 43 KB conversation, tokenize", "memory", false, false, true, 1),
+		Entry("a 43 KB conversation, return_token_ids", "file", true, false, true, 1),
+		Entry("a 43 KB conversation, return_token_ids, streaming", "memory", true, true, true, 1),
+		Entry("a 43 KB conversation, tokenize, streaming", "file", false, true, true, 1),
+		Entry("a 43 KB conversation over four calls, return_token_ids", "file", true, false, true, 4),
+		Entry("a 43 KB conversation over four calls, return_token_ids, streaming", "memory", true, true, true, 4),
 	)
 
 	It("chains a scripted tool-call conversation", func(ctx SpecContext) {

@@ -29,7 +29,7 @@ func FuzzDecodeChatReply(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var prompt record.TokenText // the path the capture takes
+		var prompt promptIDs // the path the capture takes
 		fast, ferr := decodeChatReplyFast(raw, &prompt)
 		slow, serr := decodeChatReplySlow(raw)
 		if ferr != nil {
@@ -67,8 +67,8 @@ func BenchmarkDecodeSmallChatReply(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var tt record.TokenText
-		if _, err := decodeChatReplyText(raw, &tt); err != nil {
+		var prompt promptIDs
+		if _, err := decodeChatReplyText(raw, &prompt); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -111,4 +111,66 @@ func BenchmarkPromptIDs32k(b *testing.B) {
 			}
 		}
 	})
+}
+
+// FuzzValueEnd checks valueEnd's search for flat arrays against the
+// byte-at-a-time container scan: the same end, or an error from both, for
+// any input.
+func FuzzValueEnd(f *testing.F) {
+	for _, seed := range []string{
+		`[1,2,3]`, `[]`, `[1,[2],3]`, `[[1],[2]]`, `[1,"]",2]`, `[1,}]`, `[1,{"a":]}]`, `[1,2`, `[1] x`,
+		`{"a":[1]}`, `[1,2],[3]`, `["a"]`, `[ 1 , 2 ]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) == 0 || (raw[0] != '[' && raw[0] != '{') {
+			return
+		}
+		end, err := valueEnd(raw, 0)
+		want, werr := containerEnd(raw, 0)
+		if (err == nil) != (werr == nil) || end != want {
+			t.Fatalf("valueEnd(%q) = %d, %v; the container scan says %d, %v", raw, end, err, want, werr)
+		}
+	})
+}
+
+// longChatReply is smallChatReply with the prompt ids of an n-token
+// prompt, as a long rollout's last calls get it back.
+func longChatReply(n int) []byte {
+	ids := []byte("[")
+	for i := range n {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, int64(i*37%151000), 10)
+	}
+	ids = append(ids, ']')
+	return bytes.Replace([]byte(smallChatReply), []byte(`[151644,1812,10,852,4585,151645,10,151644,1816,10]`), ids, 1)
+}
+
+// BenchmarkDecodeLongChatReply is the reply decode of a captured call at
+// the end of a long rollout, mostly its prompt ids: read alone, and read
+// after the previous call's prompt, 200 tokens shorter.
+func BenchmarkDecodeLongChatReply(b *testing.B) {
+	raw := longChatReply(31500)
+	var prev promptIDs
+	if _, err := decodeChatReplyText(longChatReply(31300), &prev); err != nil || prev.text.IsZero() {
+		b.Fatalf("the previous reply gave no prompt text (%v)", err)
+	}
+	for _, c := range []struct {
+		name string
+		prev record.TokenText
+	}{{"alone", record.TokenText{}}, {"after-previous", prev.text}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				prompt := promptIDs{prev: c.prev}
+				if _, err := decodeChatReplyText(raw, &prompt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

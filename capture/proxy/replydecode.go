@@ -35,13 +35,25 @@ func decodeChatReply(raw []byte) (map[string]any, error) {
 	return decodeChatReplyText(raw, nil)
 }
 
+// promptIDs carries a captured reply's prompt ids from the decode to the
+// record. text is their canonical text (record.TokenText), which points
+// into the decoded buffer of held bytes. prev, when set, is the text of
+// the rollout's previous prompt, which this one most likely repeats and
+// extends: the decode reads only what follows the bytes the two share
+// (record.ParseTokenIDsAfter).
+type promptIDs struct {
+	prev record.TokenText
+	text record.TokenText
+	held int
+}
+
 // decodeChatReplyText is decodeChatReply that also hands the canonical text
-// of the top-level prompt ids to prompt when it is not nil (the fast path
+// of the top-level prompt ids to prompt.text when prompt is not nil (the fast path
 // only; the fallback leaves it as the fast path left it, and a text that
 // does not match the ids is never used: record.TokenText). The text points
 // into raw, which must not be reused while the record is built: both
 // callers pass a buffer of its own (the whole reply, one stream event).
-func decodeChatReplyText(raw []byte, prompt *record.TokenText) (map[string]any, error) {
+func decodeChatReplyText(raw []byte, prompt *promptIDs) (map[string]any, error) {
 	if out, err := decodeChatReplyFast(raw, prompt); err == nil {
 		return out, nil
 	}

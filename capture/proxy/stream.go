@@ -117,7 +117,7 @@ func (p *Proxy) streamCall(w http.ResponseWriter, r *http.Request, cc *callCtx, 
 		}
 		var c map[string]any
 		if cc.capture { // the chunk that carries the prompt ids hands their text to the record
-			c, err = decodeChatReplyText(data, &cc.promptText)
+			c, err = decodeChatReplyText(data, &cc.prompt)
 		} else {
 			c, err = decodeChatReply(data)
 		}

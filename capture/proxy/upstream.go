@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/internal/h1"
 )
 
@@ -147,7 +146,7 @@ func (p *Proxy) postJSON(ctx context.Context, path string, hdr http.Header, body
 
 // postReply is postJSON that also hands a chat reply's prompt-id text to
 // prompt when it is not nil (decodeChatReplyText).
-func (p *Proxy) postReply(ctx context.Context, path string, hdr http.Header, body []byte, prompt *record.TokenText) (map[string]any, error) {
+func (p *Proxy) postReply(ctx context.Context, path string, hdr http.Header, body []byte, prompt *promptIDs) (map[string]any, error) {
 	decode := decodeObject
 	if path == pathChat {
 		decode = func(raw []byte) (map[string]any, error) { return decodeChatReplyText(raw, prompt) }

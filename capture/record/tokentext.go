@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"slices"
@@ -22,6 +23,9 @@ type TokenText struct {
 	ids  []int  // a copy, so that changes to the caller's ids show
 	text []byte // "[1,2,3]": canonical, as ParseTokenIDs checked
 }
+
+// IsZero reports whether t holds no text.
+func (t TokenText) IsZero() bool { return t.text == nil }
 
 // ParseIntArray reads a JSON array of integers (at most 18 digits each, no
 // leading zeros, optional '-') in one pass. ok is false for anything else
@@ -46,11 +50,62 @@ func parseIntArray(b []byte, keepText bool) (ids []int, tt TokenText, ok bool) {
 		return nil, TokenText{}, false
 	}
 	ids = make([]int, 0, len(b)/6+1)
-	compact := keepText
 	i := start + 1
 	if j := skipSpace(b, i); j < len(b) && b[j] == ']' {
-		return arrayEnd(b, j, ids, compact && j == i, start)
+		return arrayEnd(b, j, ids, keepText && j == i, start)
 	}
+	return readElements(b, start, i, ids, keepText)
+}
+
+// ParseTokenIDsAfter is ParseTokenIDs for ids that likely begin with prev's:
+// a call's prompt repeats the previous call's prompt of the same
+// conversation. The ids of the longest prefix of b that is byte for byte
+// prev's text are prev's ids, so only the rest is read. The result is
+// ParseTokenIDs(b)'s whatever prev holds.
+func ParseTokenIDsAfter(b []byte, prev TokenText) (ids []int, tt TokenText, ok bool) {
+	start := skipSpace(b, 0)
+	if prev.text == nil || start >= len(b) || b[start] != '[' {
+		return parseIntArray(b, true)
+	}
+	common := commonPrefix(b[start:], prev.text)
+	// The ids before the last comma of the shared bytes are whole in both
+	// texts; the one after it may go on differently in b.
+	last := bytes.LastIndexByte(b[start:start+common], ',')
+	if last < 0 {
+		return parseIntArray(b, true)
+	}
+	known := bytes.Count(b[start:start+last], []byte{','}) + 1
+	if known > len(prev.ids) {
+		return parseIntArray(b, true) // prev's ids are not its text's: not a TokenText ParseTokenIDs made
+	}
+	ids = make([]int, known, known+(len(b)-start-last)/6+1)
+	copy(ids, prev.ids)
+	return readElements(b, start, start+last+1, ids, true)
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	const block = 4096 // compared whole by the vectorized bytes.Equal
+	n := min(len(a), len(b))
+	i := 0
+	for i+block <= n && bytes.Equal(a[i:i+block], b[i:i+block]) {
+		i += block
+	}
+	for i+8 <= n {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+		i += 8
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// readElements reads the array b[start:] from its element at b[i] on,
+// appending to ids; compact says whether the text so far was canonical.
+func readElements(b []byte, start, i int, ids []int, compact bool) ([]int, TokenText, bool) {
 	for {
 		if j := skipSpace(b, i); j != i {
 			compact, i = false, j

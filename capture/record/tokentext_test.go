@@ -3,6 +3,7 @@ package record_test
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -60,7 +61,26 @@ var _ = Describe("ParseTokenIDs and a record's prompt text", func() {
 		Entry("spaces inside an empty array", `[ ]`, []int{}, false),
 		Entry("-0, which is written 0", `[-0,1]`, []int{0, 1}, false),
 		Entry("an id at the end of the input, shorter than a word", `[5]`, []int{5}, true),
+		Entry("ids ending on a word boundary", `[1234567,123456]`, []int{1234567, 123456}, true),
+		Entry("a 7-digit id at the end of the input", `[1,2,3,4,5,6,7,8,9,1234567]`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 1234567}, true),
+		Entry("short ids followed by a long one", `[1,22,333,4444,55555,666666,7777777,12345678]`, []int{1, 22, 333, 4444, 55555, 666666, 7777777, 12345678}, true),
 	)
+
+	It("reads a long prompt's ids as encoding/json does", func() {
+		r := rand.New(rand.NewPCG(7, 7))
+		for range 200 {
+			ids := make([]int, r.IntN(400))
+			for i := range ids {
+				ids[i] = r.IntN([]int{10, 1000, 151936, 9999999}[r.IntN(4)])
+			}
+			raw, err := json.Marshal(ids)
+			Expect(err).NotTo(HaveOccurred())
+			got, tt, ok := record.ParseTokenIDs(raw)
+			Expect(ok).To(BeTrue(), "%s", raw)
+			Expect(got).To(Equal(ids))
+			Expect(tt).NotTo(Equal(record.TokenText{}), "compact ids keep their text")
+		}
+	})
 
 	DescribeTable("refuses what is not a plain integer array (callers decode it generically)",
 		func(raw string) {
@@ -82,7 +102,42 @@ var _ = Describe("ParseTokenIDs and a record's prompt text", func() {
 		Entry("trailing data", `[1,2]x`),
 		Entry("not an array", `{"a":1}`),
 		Entry("a string element", `[1,"2"]`),
+		Entry("a leading zero after a word of ids", `[1234567,1234567,01]`),
+		Entry("an empty element between ids", `[1234567,,1]`),
+		Entry("a non-digit inside a word", `[123a567,1]`),
+		Entry("a byte above 0x7f", "[12\xb3,1]"),
 	)
+
+	DescribeTable("ParseTokenIDsAfter reads what ParseTokenIDs reads, whatever the previous prompt was",
+		func(prev, raw string) {
+			_, prevText, ok := record.ParseTokenIDs([]byte(prev))
+			Expect(ok).To(BeTrue())
+			want, wantText, wantOK := record.ParseTokenIDs([]byte(raw))
+			got, gotText, gotOK := record.ParseTokenIDsAfter([]byte(raw), prevText)
+			Expect(gotOK).To(Equal(wantOK))
+			Expect(got).To(Equal(want))
+			Expect(gotText.Text()).To(Equal(wantText.Text()))
+		},
+		Entry("the previous prompt and more", `[1,22,333]`, `[1,22,333,4444,5]`),
+		Entry("the previous prompt's last id going on", `[1,22,333]`, `[1,22,3334,5]`),
+		Entry("the same prompt", `[1,22,333]`, `[1,22,333]`),
+		Entry("a shorter prompt", `[1,22,333]`, `[1,22]`),
+		Entry("a prompt that differs in its first id", `[1,22,333]`, `[7,22,333]`),
+		Entry("a one-id prompt", `[5]`, `[5,6]`),
+		Entry("spaces after the shared part", `[1,22,333]`, `[1,22,333, 4]`),
+		Entry("a bad element after the shared part", `[1,22,333]`, `[1,22,333,x]`),
+		Entry("a cut prompt", `[1,22,333]`, `[1,22,333,4`),
+		Entry("an empty previous prompt", `[]`, `[1,2]`),
+		Entry("spaces before the array", `[1,22,333]`, ` [1,22,333,4]`),
+		Entry("ids of more than 7 digits", `[12345678,2]`, `[12345678,2,123456789]`),
+	)
+
+	It("ParseTokenIDsAfter reads the whole array without a previous text", func() {
+		got, tt, ok := record.ParseTokenIDsAfter([]byte(`[1,2]`), record.TokenText{})
+		Expect(ok).To(BeTrue())
+		Expect(got).To(Equal([]int{1, 2}))
+		Expect(tt.Text()).To(Equal([]byte(`[1,2]`)))
+	})
 
 	It("formats the ids again once they no longer equal the text's", func() {
 		raw := []byte(`[10,20,30]`)
@@ -126,6 +181,26 @@ func FuzzParseTokenIDs(f *testing.F) {
 		e.UsePromptText(tt)
 		if withText, err := e.MarshalCanonical(); err != nil || !bytes.Equal(withText, formatted) {
 			t.Fatalf("%q: the line with its text differs:\n%s\n%s", raw, withText, formatted)
+		}
+	})
+}
+
+// FuzzParseTokenIDsAfter checks that reading ids after a previous prompt's
+// text gives exactly what reading them alone gives.
+func FuzzParseTokenIDsAfter(f *testing.F) {
+	f.Add([]byte(`[1,22,333]`), []byte(`[1,22,333,4444]`))
+	f.Add([]byte(`[1,22,333]`), []byte(`[1,22,3334]`))
+	f.Add([]byte(`[151644,1812,10,852,4585,151645,10,151644,1816,10]`), []byte(`[151644,1812,10,852,4585,151645,10,151644,1816,10,77,0]`))
+	f.Add([]byte(`[0]`), []byte(`[0, 1]`))
+	f.Fuzz(func(t *testing.T, prev, raw []byte) {
+		_, prevText, ok := record.ParseTokenIDs(prev)
+		if !ok {
+			return
+		}
+		want, wantText, wantOK := record.ParseTokenIDs(raw)
+		got, gotText, gotOK := record.ParseTokenIDsAfter(raw, prevText)
+		if gotOK != wantOK || !slices.Equal(got, want) || !bytes.Equal(gotText.Text(), wantText.Text()) {
+			t.Fatalf("after %q, %q read as %v %q %v; alone %v %q %v", prev, raw, got, gotText.Text(), gotOK, want, wantText.Text(), wantOK)
 		}
 	})
 }
