@@ -187,7 +187,7 @@ func Rows() []Row {
 		},
 		{
 			Name:   "loadgen-vs-wrk",
-			What:   "load generator vs `wrk`, 64 connections, trivial server in its own process",
+			What:   "load generator vs `wrk`, 64 connections, trivial server in its own process, both POSTing the same body",
 			Runs:   []Run{{Kind: GoTest, Args: []string{"test", "./bench", "-run", "xxx", "-bench", "LoadGeneratorVsWrk", "-benchtime", "1x"}}},
 			Figure: `plain {{.Med "LoadGeneratorVsWrk/plain" "ratio" | f 2}}× wrk's req/s ({{.Med "LoadGeneratorVsWrk/plain" "capbench-cpu-µs/req" | f 1}} µs of generator CPU per request); 64-chunk SSE streams {{.Med "LoadGeneratorVsWrk/stream" "ratio" | f 2}}× wrk ({{.Med "LoadGeneratorVsWrk/stream" "capbench-cpu-µs/req" | f 1}} µs per request)`,
 		},
