@@ -176,7 +176,8 @@ func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, 
 		return
 	}
 	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)))
-	if !prompt.text.IsZero() {
+	keepPrompt := !prompt.text.IsZero()
+	if keepPrompt {
 		n += int64(prompt.held + 8*len(e.PromptTokenIDs)) // the buffer the text is in, and its copy of the ids
 	}
 	if !p.reserveHanded(n) {
@@ -187,7 +188,7 @@ func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, 
 	}
 	rl.handed.Add(n)
 	rl.follow.Wrote(e, length, digest)
-	if !prompt.text.IsZero() {
+	if keepPrompt {
 		rl.prompt.Store(&prompt.text)
 	}
 }

@@ -323,8 +323,9 @@ func parseChatLogprobs(b []byte) (*chatLogprobs, error) {
 }
 
 // decodeChatReplyFast is decodeChatReply on the structural splitter. When
-// prompt is not nil it receives the canonical text of the top-level
-// prompt ids, for the record (record.TokenText).
+// prompt is not nil, prompt.text receives the canonical text of the
+// top-level prompt ids, for the record (record.TokenText), read after
+// prompt.prev.
 func decodeChatReplyFast(raw []byte, prompt *promptIDs) (map[string]any, error) {
 	out := map[string]any{}
 	err := eachField(raw, func(key string, val []byte) error {

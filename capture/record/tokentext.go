@@ -64,7 +64,7 @@ func parseIntArray(b []byte, keepText bool) (ids []int, tt TokenText, ok bool) {
 // ParseTokenIDs(b)'s whatever prev holds.
 func ParseTokenIDsAfter(b []byte, prev TokenText) (ids []int, tt TokenText, ok bool) {
 	start := skipSpace(b, 0)
-	if prev.text == nil || start >= len(b) || b[start] != '[' {
+	if prev.IsZero() || start >= len(b) || b[start] != '[' {
 		return parseIntArray(b, true)
 	}
 	common := commonPrefix(b[start:], prev.text)
