@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/stats"
 	"github.com/capbench/capbench/internal/syncfloor"
 )
 
@@ -138,4 +140,54 @@ func BenchmarkProxyFileStore(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkProxyFileStoreProcs is BenchmarkProxyFileStore's 64 rollouts ×
+// 50 calls with GOMAXPROCS at the CPU count and at twice it, in alternating
+// rounds of b.N calls each, one proxy and store throughout. A writer whose
+// group sync has finished waits for a P behind the HTTP work of every other
+// call; with more Ps than CPUs the kernel runs it as soon as it wakes
+// (docs/store.md#group-commit).
+func BenchmarkProxyFileStoreProcs(b *testing.B) {
+	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
+	fs, err := store.NewFileStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fs.Close()
+	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: fs, RequestTokenIDs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	client := benchClient()
+	cpus := runtime.NumCPU()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	const c, perRollout, rounds = 64, 50, 6
+	n := max(b.N, c)
+	rate := map[int][]float64{}
+	cpu := map[int][]float64{}
+	b.ResetTimer()
+	for r := range rounds {
+		for _, procs := range []int{cpus, 2 * cpus} {
+			if r%2 == 1 { // alternate which setting runs first
+				procs = 3*cpus - procs
+			}
+			runtime.GOMAXPROCS(procs)
+			cpu0 := processCPU()
+			rate[procs] = append(rate[procs], closedLoop(b, client, func(w, j int) string {
+				return fmt.Sprintf("%s/ng-rollout/procs-%d-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, procs, w, j/perRollout)
+			}, smallChatBody, c, n))
+			cpu[procs] = append(cpu[procs], float64((processCPU()-cpu0).Microseconds())/float64(n))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(stats.Median(rate[cpus]), "calls/s@cpus")
+	b.ReportMetric(stats.Median(rate[2*cpus]), "calls/s@2xcpus")
+	b.ReportMetric(stats.Median(rate[2*cpus])/stats.Median(rate[cpus]), "2xcpus/cpus")
+	b.ReportMetric(stats.Median(cpu[cpus]), "cpu-µs/call@cpus")
+	b.ReportMetric(stats.Median(cpu[2*cpus]), "cpu-µs/call@2xcpus")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ func newProxyCmd() *cobra.Command {
 		logFormat  string
 		openRolls  int
 		syncMode   string
+		procs      int
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy --upstream URL [--capture-dir DIR]",
@@ -64,6 +66,9 @@ are served and logged as call summaries only (docs/capture-path.md).
 			if openRolls < 0 {
 				return fmt.Errorf("--max-open-rollouts %d: must not be negative (0: a twelfth of the descriptor limit)", openRolls)
 			}
+			if err := checkProcs(procs); err != nil {
+				return err
+			}
 			if openRolls == 0 {
 				openRolls = proxy.DefaultOpenRollouts()
 			}
@@ -81,6 +86,10 @@ are served and logged as call summaries only (docs/capture-path.md).
 				defer cs.Close()
 				o.Store = cs
 			}
+			_, fileStore := o.Store.(*store.FileStore)
+			n := proxyProcs(procs, gomaxprocsFromEnv(), fileStore && syncMode == "group", runtime.GOMAXPROCS(0))
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+			logger.Debug("scheduler", "gomaxprocs", n)
 			p, err := proxy.New(o)
 			if err != nil {
 				return err
@@ -107,6 +116,7 @@ are served and logged as call summaries only (docs/capture-path.md).
 	f.IntVar(&openRolls, "max-open-rollouts", 0, "idle rollouts the file store keeps descriptors for, three each (0: a twelfth of the descriptor limit, at most 256)")
 	addStoreFlag(f, &storeURL)
 	f.StringVar(&syncMode, "sync", "group", "how the file store makes each record durable before the reply: group (appends waiting at once share one syncfs of the file system) or file (an fdatasync per append, as NeMo Gym's store; faster when the disk is shared with heavy writers)")
+	f.IntVar(&procs, "gomaxprocs", 0, "Go scheduler threads (0: twice the CPUs with --sync group on the file store, where a writer waking from its group sync would otherwise wait behind other calls; else Go's default; the GOMAXPROCS environment variable also sets it)")
 	f.StringVar(&o.Host, "host", "127.0.0.1", "listen address")
 	f.IntVar(&o.Port, "port", 0, "listen port (0 picks a free one)")
 	f.StringVar(&o.APIKey, "api-key", "", "key clients must send (Authorization: Bearer or x-api-key)")

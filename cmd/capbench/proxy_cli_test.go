@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,6 +104,25 @@ var _ = Describe("capbench proxy's startup checks", func() {
 		Entry("negative upstream timeout", []string{"--upstream", "http://127.0.0.1:1", "--upstream-timeout", "-5s"}, "--upstream-timeout -5s is negative"),
 		Entry("a host that does not resolve", []string{"--upstream", "http://127.0.0.1:1", "--host", "999.1.1.1"}, "--host 999.1.1.1 --port 0: "),
 		Entry("negative admission wait", []string{"--upstream", "http://127.0.0.1:1", "--admission-wait", "-1ms"}, "--admission-wait -1ms is negative"),
+		Entry("negative scheduler threads", []string{"--upstream", "http://127.0.0.1:1", "--gomaxprocs", "-1"}, "--gomaxprocs -1: must not be negative"),
+	)
+
+	It("refuses a negative --gomaxprocs before creating the capture directory", func(ctx SpecContext) {
+		dir := filepath.Join(GinkgoT().TempDir(), "capture")
+		_, err := capbench(ctx, "proxy", "--upstream", "http://127.0.0.1:1", "--capture-dir", dir, "--gomaxprocs", "-2")
+		Expect(err).To(MatchError(ContainSubstring("--gomaxprocs -2: must not be negative")))
+		Expect(dir).NotTo(BeAnExistingFile())
+	})
+
+	DescribeTable("choose the scheduler's thread count",
+		func(flag int, envSet, groupSync bool, want int) {
+			Expect(proxyProcs(flag, envSet, groupSync, 2)).To(Equal(want))
+		},
+		Entry("the file store's group sync doubles Go's default", 0, false, true, 4),
+		Entry("any other store keeps it", 0, false, false, 2),
+		Entry("GOMAXPROCS in the environment wins over the doubling", 0, true, true, 2),
+		Entry("--gomaxprocs wins over everything", 3, true, true, 3),
+		Entry("--gomaxprocs applies without a store too", 5, false, false, 5),
 	)
 
 	DescribeTable("check each --sampling-override value against its key",
@@ -155,6 +176,28 @@ var _ = Describe("capbench proxy's startup checks", func() {
 			"--capture-dir", GinkgoT().TempDir())
 		Expect(stderr).NotTo(ContainSubstring("nothing is captured"))
 	})
+
+	DescribeTable("runs the scheduler with twice Go's threads only for the file store's group sync, and restores them",
+		func(ctx SpecContext, extra []string, factor int) {
+			if gomaxprocsFromEnv() {
+				Skip("GOMAXPROCS is set in the environment, which the proxy keeps")
+			}
+			before := runtime.GOMAXPROCS(0)
+			args := []string{"--upstream", "http://127.0.0.1:9", "--model", "policy", "--log-level", "debug"}
+			for _, a := range extra {
+				if a == "DIR" {
+					a = GinkgoT().TempDir()
+				}
+				args = append(args, a)
+			}
+			_, stderr := runProxyBriefly(ctx, args...)
+			Expect(stderr).To(ContainSubstring(fmt.Sprintf("gomaxprocs=%d", factor*before)))
+			Expect(runtime.GOMAXPROCS(0)).To(Equal(before))
+		},
+		Entry("--capture-dir, group sync", []string{"--capture-dir", "DIR"}, 2),
+		Entry("--capture-dir --sync file", []string{"--capture-dir", "DIR", "--sync", "file"}, 1),
+		Entry("no store", []string{}, 1),
+	)
 })
 
 var _ = Describe("capbench proxy on a taken port", func() {

@@ -44,7 +44,9 @@ func Rows() []Row {
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "4000x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
-				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency`,
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency;` +
+				` with twice the CPUs' scheduler threads, as ` + "`capbench proxy`" + ` runs group sync (` + "`ProxyFileStoreProcs`" + `, alternating rounds):` +
+				` {{.Med "ProxyFileStoreProcs" "calls/s@2xcpus" | k 1}} vs {{.Med "ProxyFileStoreProcs" "calls/s@cpus" | k 1}} calls/s ({{.Med "ProxyFileStoreProcs" "2xcpus/cpus" | f 2}}×)`,
 		},
 		{
 			Name: "proxy-overhead",
