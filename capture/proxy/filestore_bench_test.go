@@ -142,14 +142,21 @@ func BenchmarkProxyFileStore(b *testing.B) {
 	}
 }
 
-// BenchmarkProxyFileStoreProcs is BenchmarkProxyFileStore's 64 rollouts ×
-// 50 calls with GOMAXPROCS at the CPU count and at twice it, in alternating
-// rounds of b.N calls each, one proxy and store throughout. A writer whose
-// group sync has finished waits for a P behind the HTTP work of every other
-// call; with more Ps than CPUs the kernel runs it as soon as it wakes
-// (docs/store.md#group-commit).
+// BenchmarkProxyFileStoreProcs is BenchmarkProxyFileStore's 50 calls per
+// rollout at 1, 16 and 64 rollouts with GOMAXPROCS at the CPU count and at
+// twice it, in alternating rounds of b.N calls each, one proxy and store
+// per sub-benchmark. A writer whose group sync has finished waits for a P
+// behind the HTTP work of every other call; with more Ps than CPUs the
+// kernel runs it as soon as it wakes (docs/store.md#group-commit).
 func BenchmarkProxyFileStoreProcs(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
+	client := benchClient()
+	for _, c := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("rollouts=%d", c), func(b *testing.B) { benchProcs(b, fake, client, c) })
+	}
+}
+
+func benchProcs(b *testing.B, fake *vllm.Server, client *http.Client, c int) {
 	fs, err := store.NewFileStore(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -163,10 +170,9 @@ func BenchmarkProxyFileStoreProcs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	client := benchClient()
 	cpus := runtime.NumCPU()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	const c, perRollout, rounds = 64, 50, 6
+	const perRollout, rounds = 50, 6
 	n := max(b.N, c)
 	rate := map[int][]float64{}
 	cpu := map[int][]float64{}

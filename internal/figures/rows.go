@@ -46,7 +46,8 @@ func Rows() []Row {
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency;` +
 				` with twice the CPUs' scheduler threads, as ` + "`capbench proxy`" + ` runs group sync (` + "`ProxyFileStoreProcs`" + `, alternating rounds):` +
-				` {{.Med "ProxyFileStoreProcs" "calls/s@2xcpus" | k 1}} vs {{.Med "ProxyFileStoreProcs" "calls/s@cpus" | k 1}} calls/s ({{.Med "ProxyFileStoreProcs" "2xcpus/cpus" | f 2}}×)`,
+				` {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@2xcpus" | k 1}} vs {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@cpus" | k 1}} calls/s ({{.Med "ProxyFileStoreProcs/rollouts=64" "2xcpus/cpus" | f 2}}×;` +
+				` 16 rollouts {{.Med "ProxyFileStoreProcs/rollouts=16" "2xcpus/cpus" | f 2}}×, one alone {{.Med "ProxyFileStoreProcs/rollouts=1" "2xcpus/cpus" | f 2}}×)`,
 		},
 		{
 			Name: "proxy-overhead",
