@@ -19,6 +19,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // benchClient is a pooled client large enough for the highest concurrency.
@@ -264,4 +265,67 @@ func BenchmarkProxyLargeCall(b *testing.B) {
 		b.ReportMetric(p50, "p50-µs")
 		b.ReportMetric(p50-direct, "added-p50-µs")
 	})
+}
+
+// BenchmarkProxyOverheadRounds is BenchmarkProxyOverhead's c=16 memory-store
+// comparison in alternating rounds: each round sends b.N calls directly to
+// the fake, through a bare standard-library reverse proxy and through the
+// capture proxy, in an order that rotates, so a machine that slows down
+// mid-run slows all three. It reports the medians over the rounds of each
+// round's ratios and added p50 latencies.
+func BenchmarkProxyOverheadRounds(b *testing.B) {
+	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
+	target, err := url.Parse(fake.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = benchClient().Transport
+	bare := httptest.NewServer(rp)
+	defer bare.Close()
+	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), RequestTokenIDs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	client := benchClient()
+	const c, rounds = 16, 6
+	legs := []struct {
+		name string
+		url  func(r, w int) string
+	}{
+		{"direct", func(int, int) string { return fake.URL() + "/v1/chat/completions" }},
+		{"bare", func(int, int) string { return bare.URL + "/v1/chat/completions" }},
+		{"proxy", func(r, w int) string {
+			return fmt.Sprintf("%s/ng-rollout/rounds-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, w)
+		}},
+	}
+	n := max(b.N, c)
+	var bareX, proxyX, proxyXBare, bareAdded, proxyAdded []float64
+	b.ResetTimer()
+	for r := range rounds {
+		rate := map[string]float64{}
+		p50 := map[string]float64{}
+		for k := range legs {
+			leg := legs[(k+r)%len(legs)]
+			rt, med := closedLoopLatency(b, client, func(w, _ int) string { return leg.url(r, w) }, smallChatBody, c, n)
+			rate[leg.name], p50[leg.name] = rt, float64(med.Microseconds())
+		}
+		bareX = append(bareX, rate["bare"]/rate["direct"])
+		proxyX = append(proxyX, rate["proxy"]/rate["direct"])
+		proxyXBare = append(proxyXBare, rate["proxy"]/rate["bare"])
+		bareAdded = append(bareAdded, p50["bare"]-p50["direct"])
+		proxyAdded = append(proxyAdded, p50["proxy"]-p50["direct"])
+	}
+	b.StopTimer()
+	b.ReportMetric(stats.Median(proxyX), "x-direct")
+	b.ReportMetric(stats.Median(bareX), "bare-x-direct")
+	b.ReportMetric(stats.Median(proxyXBare), "x-bare-proxy")
+	b.ReportMetric(stats.Median(proxyAdded), "added-p50-µs")
+	b.ReportMetric(stats.Median(bareAdded), "bare-added-p50-µs")
+	b.ReportMetric(slices.Min(proxyX), "x-direct-min")
+	b.ReportMetric(slices.Max(proxyX), "x-direct-max")
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,17 +27,27 @@ import (
 // closedLoop sends n small chat calls with c workers; worker w sends its
 // j-th call to urlFor(w, j). It returns the calls per second.
 func closedLoop(b *testing.B, client *http.Client, urlFor func(w, j int) string, body []byte, c, n int) float64 {
+	rate, _ := closedLoopLatency(b, client, urlFor, body, c, n)
+	return rate
+}
+
+// closedLoopLatency is closedLoop that also returns the calls' median
+// latency.
+func closedLoopLatency(b *testing.B, client *http.Client, urlFor func(w, j int) string, body []byte, c, n int) (float64, time.Duration) {
 	b.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
+	lat := make([]time.Duration, n)
 	start := time.Now()
 	for w := range c {
 		wg.Go(func() {
 			for j := 0; ; j++ {
-				if next.Add(1) > int64(n) {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
 					return
 				}
+				t0 := time.Now()
 				resp, err := client.Post(urlFor(w, j), "application/json", bytes.NewReader(body))
 				if err != nil {
 					failed.Store(err)
@@ -44,6 +55,7 @@ func closedLoop(b *testing.B, client *http.Client, urlFor func(w, j int) string,
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
+				lat[i] = time.Since(t0)
 				if resp.StatusCode != http.StatusOK {
 					failed.Store(fmt.Errorf("status %d", resp.StatusCode))
 					return
@@ -55,7 +67,9 @@ func closedLoop(b *testing.B, client *http.Client, urlFor func(w, j int) string,
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	return float64(n) / time.Since(start).Seconds()
+	rate := float64(n) / time.Since(start).Seconds()
+	slices.Sort(lat)
+	return rate, lat[n/2]
 }
 
 // processCPU is the process's user + system time so far.
