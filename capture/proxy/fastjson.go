@@ -127,85 +127,126 @@ func containerEnd(b []byte, i int) (int, error) {
 // eachField calls fn for every member of the object b (which must be the
 // whole input apart from surrounding whitespace).
 func eachField(b []byte, fn func(key string, val []byte) error) error {
-	i := skipWS(b, 0)
+	end, err := eachFieldAt(b, skipWS(b, 0), func(key string, at int) (int, error) {
+		vend, err := valueEnd(b, at)
+		if err != nil {
+			return 0, err
+		}
+		return vend, fn(key, b[at:vend])
+	})
+	if err != nil {
+		return err
+	}
+	return trailingWS(b, end)
+}
+
+// eachFieldAt calls fn for every member of the object starting at b[i];
+// fn reads the member's value, which starts at b[at], and returns the
+// index just past it, so a value is scanned once, by what reads it.
+// eachFieldAt returns the index just past the object.
+func eachFieldAt(b []byte, i int, fn func(key string, at int) (int, error)) (int, error) {
 	if i >= len(b) || b[i] != '{' {
-		return errShape
+		return 0, errShape
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return trailingWS(b, i+1)
+		return i + 1, nil
 	}
 	for {
-		if i >= len(b) || b[i] != '"' {
-			return errShape
-		}
-		kend, err := stringEnd(b, i)
+		key, kend, err := objectKey(b, i)
 		if err != nil {
-			return err
-		}
-		rawKey := b[i+1 : kend-1]
-		key := internKey(rawKey)
-		if bytes.IndexByte(rawKey, '\\') >= 0 || !utf8.Valid(rawKey) {
-			if err := json.Unmarshal(b[i:kend], &key); err != nil {
-				return errShape
-			}
+			return 0, err
 		}
 		i = skipWS(b, kend)
 		if i >= len(b) || b[i] != ':' {
-			return errShape
+			return 0, errShape
 		}
-		i = skipWS(b, i+1)
-		vend, err := valueEnd(b, i)
+		if i = skipWS(b, i+1); i >= len(b) {
+			return 0, errShape
+		}
+		vend, err := fn(key, i)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := fn(key, b[i:vend]); err != nil {
-			return err
-		}
-		i = skipWS(b, vend)
-		if i >= len(b) {
-			return errShape
+		if i = skipWS(b, vend); i >= len(b) {
+			return 0, errShape
 		}
 		switch b[i] {
 		case ',':
 			i = skipWS(b, i+1)
 		case '}':
-			return trailingWS(b, i+1)
+			return i + 1, nil
 		default:
-			return errShape
+			return 0, errShape
 		}
 	}
 }
 
+// objectKey reads the member name at b[i] and returns it with the index
+// just past it.
+func objectKey(b []byte, i int) (string, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, errShape
+	}
+	kend, err := stringEnd(b, i)
+	if err != nil {
+		return "", 0, err
+	}
+	rawKey := b[i+1 : kend-1]
+	if k, ok := internedKeys[string(rawKey)]; ok {
+		return k, kend, nil // a known key: plain ASCII, no escapes
+	}
+	key := string(rawKey)
+	if bytes.IndexByte(rawKey, '\\') >= 0 || !utf8.Valid(rawKey) {
+		if err := json.Unmarshal(b[i:kend], &key); err != nil {
+			return "", 0, errShape
+		}
+	}
+	return key, kend, nil
+}
+
 // eachElem calls fn for every element of the array b.
 func eachElem(b []byte, fn func(elem []byte) error) error {
-	i := skipWS(b, 0)
+	end, err := eachElemAt(b, skipWS(b, 0), func(at int) (int, error) {
+		vend, err := valueEnd(b, at)
+		if err != nil {
+			return 0, err
+		}
+		return vend, fn(b[at:vend])
+	})
+	if err != nil {
+		return err
+	}
+	return trailingWS(b, end)
+}
+
+// eachElemAt is eachFieldAt for the elements of the array at b[i].
+func eachElemAt(b []byte, i int, fn func(at int) (int, error)) (int, error) {
 	if i >= len(b) || b[i] != '[' {
-		return errShape
+		return 0, errShape
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return trailingWS(b, i+1)
+		return i + 1, nil
 	}
 	for {
-		vend, err := valueEnd(b, i)
-		if err != nil {
-			return err
-		}
-		if err := fn(b[i:vend]); err != nil {
-			return err
-		}
-		i = skipWS(b, vend)
 		if i >= len(b) {
-			return errShape
+			return 0, errShape
+		}
+		vend, err := fn(i)
+		if err != nil {
+			return 0, err
+		}
+		if i = skipWS(b, vend); i >= len(b) {
+			return 0, errShape
 		}
 		switch b[i] {
 		case ',':
 			i = skipWS(b, i+1)
 		case ']':
-			return trailingWS(b, i+1)
+			return i + 1, nil
 		default:
-			return errShape
+			return 0, errShape
 		}
 	}
 }
@@ -267,136 +308,182 @@ func atoi(e []byte) (int, bool) {
 // errNotChatLogprobs: the log-probs object has no content member.
 var errNotChatLogprobs = errors.New("log-probs without content")
 
-// parseChatLogprobs reads chat log-probs ({"content":[{"token","logprob",...}]}).
-func parseChatLogprobs(b []byte) (*chatLogprobs, error) {
-	lp := &chatLogprobs{raw: json.RawMessage(b)}
+// parseChatLogprobsAt reads the chat log-probs object at b[i]
+// ({"content":[{"token","logprob",...}]}) and returns the index just past it.
+func parseChatLogprobsAt(b []byte, i int) (*chatLogprobs, int, error) {
+	lp := &chatLogprobs{}
 	sawContent := false
-	err := eachField(b, func(key string, val []byte) error {
+	end, err := eachFieldAt(b, i, func(key string, at int) (int, error) {
 		if key != "content" {
-			return nil
+			return valueEnd(b, at)
 		}
 		sawContent = true
-		if bytes.Equal(val, []byte("null")) {
-			return nil
+		if isNullAt(b, at) {
+			return at + len("null"), nil
 		}
 		lp.hasList = true
 		lp.content = lp.content[:0]
-		return eachElem(val, func(e []byte) error {
+		return eachElemAt(b, at, func(at int) (int, error) {
 			var entry logprobEntry
-			err := eachField(e, func(k string, v []byte) error {
-				switch k {
-				case "token":
-					if len(v) < 2 || v[0] != '"' {
-						return errShape
-					}
-					s := string(v[1 : len(v)-1])
-					if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
-						if err := json.Unmarshal(v, &s); err != nil {
-							return errShape
-						}
-					}
-					entry.Token = &s
-				case "logprob":
-					if bytes.Equal(v, []byte("null")) {
-						entry.Logprob = nil
-						return nil
-					}
-					raw := json.RawMessage(v)
-					entry.Logprob = &raw
+			end, err := eachFieldAt(b, at, func(k string, at int) (int, error) {
+				vend, err := valueEnd(b, at)
+				if err != nil {
+					return 0, err
 				}
-				return nil
+				return vend, entry.read(k, b[at:vend])
 			})
 			if err != nil {
-				return err
+				return 0, err
 			}
 			lp.content = append(lp.content, entry)
-			return nil
+			return end, nil
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !sawContent {
-		return nil, errNotChatLogprobs
+		return nil, 0, errNotChatLogprobs
 	}
-	return lp, nil
+	lp.raw = json.RawMessage(b[i:end])
+	return lp, end, nil
 }
 
-// decodeChatReplyFast is decodeChatReply on the structural splitter. When
-// prompt is not nil, prompt.text receives the canonical text of the
-// top-level prompt ids, for the record (record.TokenText), read after
-// prompt.prev.
-func decodeChatReplyFast(raw []byte, prompt *promptIDs) (map[string]any, error) {
-	out := map[string]any{}
-	err := eachField(raw, func(key string, val []byte) error {
-		switch key {
-		case "prompt_token_ids":
-			if prompt == nil {
-				out[key] = fastInts(val)
-			} else if ids, tt, ok := record.ParseTokenIDsAfter(val, prompt.prev); ok {
-				out[key], prompt.text, prompt.held = ids, tt, len(raw)
-			} else {
-				out[key] = fastInts(val)
-			}
-		case "choices":
-			var choices []any
-			if err := eachElem(val, func(c []byte) error {
-				choice := map[string]any{}
-				if err := eachField(c, func(k string, v []byte) error {
-					switch k {
-					case "token_ids", "prompt_token_ids":
-						choice[k] = fastInts(v)
-					case "logprobs":
-						if bytes.Equal(v, []byte("null")) {
-							choice[k] = nil
-							return nil
-						}
-						lp, err := parseChatLogprobs(v)
-						if errors.Is(err, errNotChatLogprobs) {
-							d, err := decodeAny(v)
-							if err != nil {
-								return errShape
-							}
-							choice[k] = d
-							return nil
-						}
-						if err != nil {
-							return err
-						}
-						choice[k] = lp
-					default:
-						d, err := decodeAny(v)
-						if err != nil {
-							return errShape
-						}
-						choice[k] = d
-					}
-					return nil
-				}); err != nil {
-					return err
-				}
-				choices = append(choices, choice)
-				return nil
-			}); err != nil {
-				return err
-			}
-			if choices == nil {
-				choices = []any{}
-			}
-			out[key] = choices
-		default:
-			d, err := decodeAny(val)
-			if err != nil {
+// read takes the members of one log-prob entry that the capture uses.
+func (entry *logprobEntry) read(k string, v []byte) error {
+	switch k {
+	case "token":
+		if len(v) < 2 || v[0] != '"' {
+			return errShape
+		}
+		s := string(v[1 : len(v)-1])
+		if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+			if err := json.Unmarshal(v, &s); err != nil {
 				return errShape
 			}
-			out[key] = d
 		}
-		return nil
+		entry.Token = &s
+	case "logprob":
+		if bytes.Equal(v, []byte("null")) {
+			entry.Logprob = nil
+			return nil
+		}
+		raw := json.RawMessage(v)
+		entry.Logprob = &raw
+	}
+	return nil
+}
+
+// isNullAt reports whether the value at b[i] is the literal null (and
+// nothing longer, such as "nullx", which the walkers then refuse).
+func isNullAt(b []byte, i int) bool {
+	end, err := valueEnd(b, i)
+	return err == nil && string(b[i:end]) == "null"
+}
+
+// decodeChatReplyFast is decodeChatReply on the structural splitter: each
+// value is scanned once, by what reads it. When prompt is not nil,
+// prompt.text receives the canonical text of the top-level prompt ids, for
+// the record (record.TokenText), read after prompt.prev.
+func decodeChatReplyFast(raw []byte, prompt *promptIDs) (map[string]any, error) {
+	out := map[string]any{}
+	end, err := eachFieldAt(raw, skipWS(raw, 0), func(key string, at int) (int, error) {
+		switch key {
+		case "prompt_token_ids":
+			vend, err := valueEnd(raw, at)
+			if err != nil {
+				return 0, err
+			}
+			out[key] = topPromptIDs(raw, raw[at:vend], prompt)
+			return vend, nil
+		case "choices":
+			choices := []any{}
+			vend, err := eachElemAt(raw, at, func(at int) (int, error) {
+				choice := map[string]any{}
+				end, err := eachFieldAt(raw, at, func(k string, at int) (int, error) {
+					return choiceMember(raw, at, k, choice)
+				})
+				choices = append(choices, choice)
+				return end, err
+			})
+			out[key] = choices
+			return vend, err
+		default:
+			v, vend, err := genericAt(raw, at)
+			out[key] = v
+			return vend, err
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
+	if err := trailingWS(raw, end); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// topPromptIDs reads the reply's top-level prompt ids (val, inside raw),
+// after prompt.prev when prompt is given, keeping their text.
+func topPromptIDs(raw, val []byte, prompt *promptIDs) any {
+	if prompt == nil {
+		return fastInts(val)
+	}
+	if ids, tt, ok := record.ParseTokenIDsAfter(val, prompt.prev); ok {
+		prompt.text, prompt.held = tt, len(raw)
+		return ids
+	}
+	return fastInts(val)
+}
+
+// choiceMember reads the member k of a chat choice at b[at] into choice
+// and returns the index just past it.
+func choiceMember(b []byte, at int, k string, choice map[string]any) (int, error) {
+	switch k {
+	case "token_ids", "prompt_token_ids":
+		vend, err := valueEnd(b, at)
+		if err != nil {
+			return 0, err
+		}
+		choice[k] = fastInts(b[at:vend])
+		return vend, nil
+	case "logprobs":
+		if isNullAt(b, at) {
+			choice[k] = nil
+			return at + len("null"), nil
+		}
+		lp, vend, err := parseChatLogprobsAt(b, at)
+		if errors.Is(err, errNotChatLogprobs) {
+			v, vend, err := genericAt(b, at)
+			choice[k] = v
+			return vend, err
+		}
+		if err != nil {
+			return 0, err
+		}
+		choice[k] = lp
+		return vend, nil
+	}
+	v, vend, err := genericAt(b, at)
+	choice[k] = v
+	return vend, err
+}
+
+// genericAt reads the value at b[i] in the generic form, as decodeAny
+// reads it on its own, and returns the index just past it.
+func genericAt(b []byte, i int) (any, int, error) {
+	if v, end, ok := genericValue(b, i, 0); ok {
+		return v, end, nil
+	}
+	end, err := valueEnd(b, i)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := decodeAny(b[i:end])
+	if err != nil {
+		return nil, 0, errShape
+	}
+	return v, end, nil
 }
 
 // fastInts decodes an integer list fast, null as nil, and anything else
@@ -419,105 +506,28 @@ func fastInts(v []byte) any {
 // keys engine replies and requests repeat most (every generated token's
 // logprob object carries four of them); any other key is copied.
 func internKey(b []byte) string {
-	switch string(b) {
-	case "id":
-		return "id"
-	case "object":
-		return "object"
-	case "created":
-		return "created"
-	case "model":
-		return "model"
-	case "choices":
-		return "choices"
-	case "index":
-		return "index"
-	case "message":
-		return "message"
-	case "delta":
-		return "delta"
-	case "role":
-		return "role"
-	case "content":
-		return "content"
-	case "text":
-		return "text"
-	case "type":
-		return "type"
-	case "name":
-		return "name"
-	case "arguments":
-		return "arguments"
-	case "function":
-		return "function"
-	case "tool_calls":
-		return "tool_calls"
-	case "tool_call_id":
-		return "tool_call_id"
-	case "reasoning_content":
-		return "reasoning_content"
-	case "reasoning":
-		return "reasoning"
-	case "refusal":
-		return "refusal"
-	case "annotations":
-		return "annotations"
-	case "audio":
-		return "audio"
-	case "function_call":
-		return "function_call"
-	case "logprobs":
-		return "logprobs"
-	case "token":
-		return "token"
-	case "logprob":
-		return "logprob"
-	case "bytes":
-		return "bytes"
-	case "top_logprobs":
-		return "top_logprobs"
-	case "finish_reason":
-		return "finish_reason"
-	case "stop_reason":
-		return "stop_reason"
-	case "token_ids":
-		return "token_ids"
-	case "prompt_token_ids":
-		return "prompt_token_ids"
-	case "prompt_logprobs":
-		return "prompt_logprobs"
-	case "usage":
-		return "usage"
-	case "prompt_tokens":
-		return "prompt_tokens"
-	case "completion_tokens":
-		return "completion_tokens"
-	case "total_tokens":
-		return "total_tokens"
-	case "prompt_tokens_details":
-		return "prompt_tokens_details"
-	case "kv_transfer_params":
-		return "kv_transfer_params"
-	case "system_fingerprint":
-		return "system_fingerprint"
-	case "service_tier":
-		return "service_tier"
-	case "routed_experts":
-		return "routed_experts"
-	case "completion_tokens_details":
-		return "completion_tokens_details"
-	case "prompt_text":
-		return "prompt_text"
-	case "ec_transfer_params":
-		return "ec_transfer_params"
-	case "metrics":
-		return "metrics"
-	case "messages":
-		return "messages"
-	case "max_tokens":
-		return "max_tokens"
-	case "stream":
-		return "stream"
+	if k, ok := internedKeys[string(b)]; ok {
+		return k
 	}
 	return string(b)
 }
+
+// internedKeys are the keys internKey returns without copying; a map
+// lookup of string(b) neither allocates nor, unlike a switch over fifty
+// strings, compares the key with several of them.
+var internedKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"id", "object", "created", "model", "choices", "index", "message", "delta", "role", "content",
+		"text", "type", "name", "arguments", "function", "tool_calls", "tool_call_id",
+		"reasoning_content", "reasoning", "refusal", "annotations", "audio", "function_call", "logprobs",
+		"token", "logprob", "bytes", "top_logprobs", "finish_reason", "stop_reason", "token_ids",
+		"prompt_token_ids", "prompt_logprobs", "usage", "prompt_tokens", "completion_tokens",
+		"total_tokens", "prompt_tokens_details", "kv_transfer_params", "system_fingerprint",
+		"service_tier", "routed_experts", "completion_tokens_details", "prompt_text",
+		"ec_transfer_params", "metrics", "messages", "max_tokens", "stream",
+	} {
+		m[k] = k
+	}
+	return m
+}()
