@@ -193,7 +193,7 @@ func objectKey(b []byte, i int) (string, int, error) {
 		return "", 0, err
 	}
 	rawKey := b[i+1 : kend-1]
-	if k, ok := internedKeys[string(rawKey)]; ok {
+	if k, ok := knownKey(rawKey); ok {
 		return k, kend, nil // a known key: plain ASCII, no escapes
 	}
 	key := string(rawKey)
@@ -356,29 +356,43 @@ func (entry *logprobEntry) read(k string, v []byte) error {
 		if len(v) < 2 || v[0] != '"' {
 			return errShape
 		}
-		s := string(v[1 : len(v)-1])
+		entry.token, entry.hasToken = v[1:len(v)-1], true
+		if jsonscan.StringRun(entry.token, 0, true) == len(entry.token) {
+			return nil // plain ASCII without escapes: the bytes are the token
+		}
 		if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
 				return errShape
 			}
+			entry.token = []byte(s)
 		}
-		entry.Token = &s
 	case "logprob":
 		if bytes.Equal(v, []byte("null")) {
-			entry.Logprob = nil
+			entry.logprob = nil
 			return nil
 		}
-		raw := json.RawMessage(v)
-		entry.Logprob = &raw
+		entry.logprob = json.RawMessage(v)
 	}
 	return nil
 }
 
 // isNullAt reports whether the value at b[i] is the literal null (and
-// nothing longer, such as "nullx", which the walkers then refuse).
+// nothing longer, such as "nullx", which the walkers then refuse). It
+// looks at five bytes at most: a log-probs object is not scanned to learn
+// that it is not null.
 func isNullAt(b []byte, i int) bool {
-	end, err := valueEnd(b, i)
-	return err == nil && string(b[i:end]) == "null"
+	if !hasLiteral(b, i, "null") {
+		return false
+	}
+	if j := i + len("null"); j < len(b) {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\n', '\r', '\t':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // decodeChatReplyFast is decodeChatReply on the structural splitter: each
@@ -506,10 +520,28 @@ func fastInts(v []byte) any {
 // keys engine replies and requests repeat most (every generated token's
 // logprob object carries four of them); any other key is copied.
 func internKey(b []byte) string {
-	if k, ok := internedKeys[string(b)]; ok {
+	if k, ok := knownKey(b); ok {
 		return k
 	}
 	return string(b)
+}
+
+// knownKey returns b as one of internedKeys. The four keys of every
+// generated token's log-prob entry are compared first, which costs less
+// than hashing them.
+func knownKey(b []byte) (string, bool) {
+	switch string(b) {
+	case "token":
+		return "token", true
+	case "logprob":
+		return "logprob", true
+	case "bytes":
+		return "bytes", true
+	case "top_logprobs":
+		return "top_logprobs", true
+	}
+	k, ok := internedKeys[string(b)]
+	return k, ok
 }
 
 // internedKeys are the keys internKey returns without copying; a map

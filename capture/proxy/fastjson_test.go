@@ -174,3 +174,65 @@ func BenchmarkDecodeLongChatReply(b *testing.B) {
 		})
 	}
 }
+
+// FuzzParseTokenIDBytes checks the copy-free token id read against
+// parseTokenIDString: the same id, or an error from both with the same
+// message.
+func FuzzParseTokenIDBytes(f *testing.F) {
+	for _, seed := range []string{
+		"token_id:412", "token_id:0", "token_id:0412", "token_id:-3", "token_id:+5", "token_id:", "token_id",
+		"token_id:12a", "token_id:123456789012345678", "token_id:1234567890123456789", "token_id:99999999999999999999",
+		"tok:1", "", "token_id: 1",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, gerr := parseTokenIDBytes(b)
+		want, werr := parseTokenIDString(string(b))
+		if got != want || (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) {
+			t.Fatalf("parseTokenIDBytes(%q) = %d, %v; parseTokenIDString says %d, %v", b, got, gerr, want, werr)
+		}
+	})
+}
+
+// generationReply is smallChatReply with n generated tokens, each with its
+// log-prob entry, as a training-sized call's reply carries them.
+func generationReply(n int) []byte {
+	var lp, ids bytes.Buffer
+	for i := range n {
+		if i > 0 {
+			lp.WriteByte(',')
+			ids.WriteByte(',')
+		}
+		id := strconv.Itoa(i*7919%151000 + 1)
+		lp.WriteString(`{"token":"token_id:` + id + `","logprob":-0.` + strconv.Itoa(i%997+1) + `,"bytes":[32,116],"top_logprobs":[]}`)
+		ids.WriteString(id)
+	}
+	raw := []byte(smallChatReply)
+	start := bytes.Index(raw, []byte(`"content":[{"token"`)) + len(`"content":`)
+	end := bytes.Index(raw, []byte(`]},"finish_reason"`)) + 1
+	raw = append(append(append([]byte{}, raw[:start]...), "["+lp.String()+"]"...), raw[end:]...)
+	return bytes.Replace(raw, []byte(`"token_ids":[412,277,3804,785]`), []byte(`"token_ids":[`+ids.String()+`]`), 1)
+}
+
+// BenchmarkDecodeGenerationReply is the reply decode of a call that
+// generated 1,000 tokens, with their log-probs.
+func BenchmarkDecodeGenerationReply(b *testing.B) {
+	raw := generationReply(1000)
+	var check promptIDs
+	out, err := decodeChatReplyText(raw, &check)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if ids, _, err := logprobTokens(out["choices"].([]any)[0].(map[string]any)["logprobs"]); err != nil || len(ids) != 1000 {
+		b.Fatalf("the reply's log-probs read as %d tokens (%v)", len(ids), err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var prompt promptIDs
+		if _, err := decodeChatReplyText(raw, &prompt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -23,9 +23,13 @@ type chatLogprobs struct {
 	hasList bool // content was a JSON list
 }
 
+// logprobEntry is one generated token's log-prob entry, as far as the
+// capture reads it. Both fields lie in the reply's bytes when the reply
+// needed no unescaping, so an entry costs no allocation.
 type logprobEntry struct {
-	Token   *string
-	Logprob *json.RawMessage
+	token    []byte          // the token string's contents, unescaped
+	hasToken bool            // token was present and a string
+	logprob  json.RawMessage // nil when missing or null
 }
 
 // MarshalJSON writes the engine's log-probs back byte for byte.
@@ -155,11 +159,11 @@ func decodeLogprobs(raw json.RawMessage) (any, error) {
 			// then fails, which marks the rollout without failing the call.
 			var s string
 			if json.Unmarshal(t, &s) == nil {
-				entry.Token = &s
+				entry.token, entry.hasToken = []byte(s), true
 			}
 		}
 		if l, ok := e["logprob"]; ok && !isNull(l) {
-			entry.Logprob = &l
+			entry.logprob = l
 		}
 		lp.content = append(lp.content, entry)
 	}
@@ -207,17 +211,17 @@ func logprobTokens(v any) (ids []int, lps []float64, err error) {
 		ids = make([]int, 0, len(lp.content))
 		lps = make([]float64, 0, len(lp.content))
 		for i, e := range lp.content {
-			if e.Token == nil {
+			if !e.hasToken {
 				return nil, nil, fmt.Errorf("logprobs.content[%d].token is missing", i)
 			}
-			id, err := parseTokenIDString(*e.Token)
+			id, err := parseTokenIDBytes(e.token)
 			if err != nil {
 				return nil, nil, fmt.Errorf("logprobs.content[%d]: %w", i, err)
 			}
-			if e.Logprob == nil {
+			if e.logprob == nil {
 				return nil, nil, fmt.Errorf("logprobs.content[%d].logprob is missing", i)
 			}
-			f, err := asFloat(json.Number(bytes.TrimSpace(*e.Logprob)))
+			f, err := asFloat(json.Number(bytes.TrimSpace(e.logprob)))
 			if err != nil {
 				return nil, nil, fmt.Errorf("logprobs.content[%d].logprob: %w", i, err)
 			}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -203,6 +204,17 @@ func hasAnyTokenKey(m map[string]any) bool {
 
 // parseTokenIDString parses vLLM's "token_id:<n>". Unlike Python's lenient
 // int(), only an optional '-' and decimal digits are accepted (docs/record.md).
+// parseTokenIDBytes is parseTokenIDString of a token's bytes, without a
+// copy for the ids of up to 18 digits engines write.
+func parseTokenIDBytes(b []byte) (int, error) {
+	if rest, ok := bytes.CutPrefix(b, []byte("token_id:")); ok && len(rest) > 0 && rest[0] != '-' && len(rest) <= 18 {
+		if n, ok := atoi(rest); ok {
+			return n, nil
+		}
+	}
+	return parseTokenIDString(string(b)) // its errors, and the rare forms
+}
+
 func parseTokenIDString(s string) (int, error) {
 	rest, ok := strings.CutPrefix(s, "token_id:")
 	if !ok {
