@@ -104,13 +104,14 @@ var _ = Describe("capbench proxy's startup checks", func() {
 		Entry("negative upstream timeout", []string{"--upstream", "http://127.0.0.1:1", "--upstream-timeout", "-5s"}, "--upstream-timeout -5s is negative"),
 		Entry("a host that does not resolve", []string{"--upstream", "http://127.0.0.1:1", "--host", "999.1.1.1"}, "--host 999.1.1.1 --port 0: "),
 		Entry("negative admission wait", []string{"--upstream", "http://127.0.0.1:1", "--admission-wait", "-1ms"}, "--admission-wait -1ms is negative"),
-		Entry("negative scheduler threads", []string{"--upstream", "http://127.0.0.1:1", "--gomaxprocs", "-1"}, "--gomaxprocs -1: must not be negative"),
+		Entry("negative scheduler threads", []string{"--upstream", "http://127.0.0.1:1", "--gomaxprocs", "-1"}, "--gomaxprocs -1: must be 0 to 1024"),
+		Entry("scheduler threads past the bound", []string{"--upstream", "http://127.0.0.1:1", "--gomaxprocs", "100000"}, "--gomaxprocs 100000: must be 0 to 1024"),
 	)
 
-	It("refuses a negative --gomaxprocs before creating the capture directory", func(ctx SpecContext) {
+	It("refuses a --gomaxprocs out of range before creating the capture directory", func(ctx SpecContext) {
 		dir := filepath.Join(GinkgoT().TempDir(), "capture")
 		_, err := capbench(ctx, "proxy", "--upstream", "http://127.0.0.1:1", "--capture-dir", dir, "--gomaxprocs", "-2")
-		Expect(err).To(MatchError(ContainSubstring("--gomaxprocs -2: must not be negative")))
+		Expect(err).To(MatchError(ContainSubstring("--gomaxprocs -2: must be 0 to 1024")))
 		Expect(dir).NotTo(BeAnExistingFile())
 	})
 

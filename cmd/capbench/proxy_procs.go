@@ -25,10 +25,14 @@ func proxyProcs(flag int, envSet, groupSync bool, current int) int {
 	return 2 * current
 }
 
-// checkProcs refuses a negative --gomaxprocs before anything is opened.
+// maxProcs bounds --gomaxprocs: every P has caches of its own, so a typo
+// such as 100000 would cost the process memory and every stop of the world.
+const maxProcs = 1024
+
+// checkProcs refuses a --gomaxprocs out of range before anything is opened.
 func checkProcs(flag int) error {
-	if flag < 0 {
-		return fmt.Errorf("--gomaxprocs %d: must not be negative (0: twice the CPUs with the file store's group sync, else Go's default)", flag)
+	if flag < 0 || flag > maxProcs {
+		return fmt.Errorf("--gomaxprocs %d: must be 0 to %d (0: twice the CPUs with the file store's group sync, else Go's default)", flag, maxProcs)
 	}
 	return nil
 }
