@@ -14,6 +14,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/stats"
 )
 
 // firstContent matches a chat chunk that carries generated text.
@@ -106,4 +107,50 @@ func BenchmarkStreamTTFT(b *testing.B) {
 		b.ReportMetric(med(totals[i]), t.name+"-total-ms")
 	}
 	b.ReportMetric(med(ttfts[1])-med(ttfts[0]), "proxy-added-ttft-ms")
+}
+
+// BenchmarkStreamTokenCPU is the process CPU per generated token of a
+// 1,000-token streamed chat call at concurrency 1 with a fake that
+// generates at once: direct with the token fields the proxy asks for, and
+// through the capture proxy (streaming pass-through, memory store), in
+// alternating rounds. Every chunk through the proxy is decoded for the
+// record and rewritten without the token fields.
+func BenchmarkStreamTokenCPU(b *testing.B) {
+	const tokens, rounds = 1000, 4
+	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: tokens, StdDev: 0.01, Min: tokens}})
+	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), RequestTokenIDs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	client := benchClient()
+	body := []byte(`{"model":"policy","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"say hi"}]}`)
+	directBody := []byte(`{"model":"policy","max_tokens":1000,"stream":true,"logprobs":true,"top_logprobs":0,` +
+		`"return_token_ids":true,"return_tokens_as_token_ids":true,"stream_options":{"include_usage":true},` +
+		`"messages":[{"role":"user","content":"say hi"}]}`)
+	cpu := map[string][]float64{}
+	b.ResetTimer()
+	for r := range rounds {
+		for k := range 2 {
+			leg := []string{"direct", "proxy"}[(k+r)%2]
+			cpu0 := processCPU()
+			for i := range b.N {
+				url, bd := fake.URL()+"/v1/chat/completions", directBody
+				if leg == "proxy" {
+					url, bd = fmt.Sprintf("%s/ng-rollout/stream-cpu-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, i), body
+				}
+				if _, _, err := streamOnce(client, url, bd); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu[leg] = append(cpu[leg], float64((processCPU()-cpu0).Nanoseconds())/1e3/float64(b.N*tokens))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(stats.Median(cpu["direct"]), "direct-cpu-µs/token")
+	b.ReportMetric(stats.Median(cpu["proxy"]), "proxy-cpu-µs/token")
+	b.ReportMetric(stats.Median(cpu["proxy"])/stats.Median(cpu["direct"]), "proxy/direct")
 }
