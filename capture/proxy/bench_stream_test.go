@@ -118,14 +118,7 @@ func BenchmarkStreamTTFT(b *testing.B) {
 func BenchmarkStreamTokenCPU(b *testing.B) {
 	const tokens, rounds = 1000, 4
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: tokens, StdDev: 0.01, Min: tokens}})
-	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), RequestTokenIDs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p := benchProxy(b, fake.URL(), store.NewMemoryStore())
 	client := benchClient()
 	body := []byte(`{"model":"policy","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"say hi"}]}`)
 	directBody := []byte(`{"model":"policy","max_tokens":1000,"stream":true,"logprobs":true,"top_logprobs":0,` +

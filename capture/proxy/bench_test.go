@@ -50,6 +50,37 @@ func benchFake(b *testing.B, opts vllm.Options) *vllm.Server {
 	return fake
 }
 
+// benchProxy starts a capture proxy over st that asks upstream for token
+// ids, closed when the benchmark ends.
+func benchProxy(b *testing.B, upstream string, st proxy.Store) *proxy.Proxy {
+	b.Helper()
+	p, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, RequestTokenIDs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// bareReverseProxy starts the standard library's reverse proxy, without
+// capture, in front of upstream and returns its URL: the peer for the
+// capture proxy's own cost. It is closed when the benchmark ends.
+func bareReverseProxy(b *testing.B, upstream string) string {
+	b.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = benchClient().Transport
+	bare := httptest.NewServer(rp)
+	b.Cleanup(bare.Close)
+	return bare.URL
+}
+
 // runLoad sends b.N small non-streaming chat calls with c workers and
 // returns the sorted latencies.
 func runLoad(b *testing.B, client *http.Client, urlFor func(worker int) string, body []byte, c int) []time.Duration {
@@ -157,17 +188,10 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	// standard library's, no capture) in front of the same fake.
 	bareRate := map[int]float64{}
 	b.Run("bare-reverse-proxy", func(b *testing.B) {
-		target, err := url.Parse(fake.URL())
-		if err != nil {
-			b.Fatal(err)
-		}
-		rp := httputil.NewSingleHostReverseProxy(target)
-		rp.Transport = benchClient().Transport
-		bare := httptest.NewServer(rp)
-		defer bare.Close()
+		bare := bareReverseProxy(b, fake.URL())
 		for _, c := range concurrency {
 			b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-				lat := runLoad(b, client, func(int) string { return bare.URL + "/v1/chat/completions" }, body, c)
+				lat := runLoad(b, client, func(int) string { return bare + "/v1/chat/completions" }, body, c)
 				bareRate[c] = float64(b.N) / b.Elapsed().Seconds()
 				b.ReportMetric(bareRate[c], "calls/s")
 				b.ReportMetric(quantile(lat, 0.5), "p50-µs")
@@ -275,22 +299,8 @@ func BenchmarkProxyLargeCall(b *testing.B) {
 // round's ratios and added p50 latencies.
 func BenchmarkProxyOverheadRounds(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
-	target, err := url.Parse(fake.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = benchClient().Transport
-	bare := httptest.NewServer(rp)
-	defer bare.Close()
-	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), RequestTokenIDs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	bare := bareReverseProxy(b, fake.URL())
+	p := benchProxy(b, fake.URL(), store.NewMemoryStore())
 	client := benchClient()
 	const c, rounds = 16, 6
 	legs := []struct {
@@ -298,7 +308,7 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 		url  func(r, w int) string
 	}{
 		{"direct", func(int, int) string { return fake.URL() + "/v1/chat/completions" }},
-		{"bare", func(int, int) string { return bare.URL + "/v1/chat/completions" }},
+		{"bare", func(int, int) string { return bare + "/v1/chat/completions" }},
 		{"proxy", func(r, w int) string {
 			return fmt.Sprintf("%s/ng-rollout/rounds-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, w)
 		}},

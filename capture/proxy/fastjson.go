@@ -82,14 +82,7 @@ func valueEnd(b []byte, i int) (int, error) {
 		return containerEnd(b, i)
 	default:
 		j := i
-		for j < len(b) {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\n', '\r', '\t':
-				if j == i {
-					return 0, errShape
-				}
-				return j, nil
-			}
+		for j < len(b) && !endsScalar(b[j]) {
 			j++
 		}
 		if j == i {
@@ -97,6 +90,16 @@ func valueEnd(b []byte, i int) (int, error) {
 		}
 		return j, nil
 	}
+}
+
+// endsScalar reports the bytes that end a number or literal: what may
+// follow a value inside an object or array.
+func endsScalar(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\n', '\r', '\t':
+		return true
+	}
+	return false
 }
 
 // containerEnd returns the index just past the object or array starting
@@ -385,14 +388,8 @@ func isNullAt(b []byte, i int) bool {
 	if !hasLiteral(b, i, "null") {
 		return false
 	}
-	if j := i + len("null"); j < len(b) {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\n', '\r', '\t':
-		default:
-			return false
-		}
-	}
-	return true
+	j := i + len("null")
+	return j == len(b) || endsScalar(b[j])
 }
 
 // decodeChatReplyFast is decodeChatReply on the structural splitter: each

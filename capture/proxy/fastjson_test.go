@@ -63,7 +63,11 @@ const smallChatReply = `{"id":"chatcmpl-8387d57d269ab200","object":"chat.complet
 // BenchmarkDecodeSmallChatReply is the reply decode of one small captured
 // call.
 func BenchmarkDecodeSmallChatReply(b *testing.B) {
-	raw := []byte(smallChatReply)
+	benchDecode(b, []byte(smallChatReply))
+}
+
+// benchDecode times the capture's decode of the reply raw.
+func benchDecode(b *testing.B, raw []byte) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -227,12 +231,5 @@ func BenchmarkDecodeGenerationReply(b *testing.B) {
 	if ids, _, err := logprobTokens(out["choices"].([]any)[0].(map[string]any)["logprobs"]); err != nil || len(ids) != 1000 {
 		b.Fatalf("the reply's log-probs read as %d tokens (%v)", len(ids), err)
 	}
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var prompt promptIDs
-		if _, err := decodeChatReplyText(raw, &prompt); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, raw)
 }

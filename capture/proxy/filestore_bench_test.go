@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/internal/stats"
@@ -72,6 +70,18 @@ func closedLoopLatency(b *testing.B, client *http.Client, urlFor func(w, j int) 
 	return rate, lat[n/2]
 }
 
+// benchFileStore opens a file store in dir, closed when the benchmark ends
+// (after a proxy started on it later: cleanups run last first).
+func benchFileStore(b *testing.B, dir string) *store.FileStore {
+	b.Helper()
+	fs, err := store.NewFileStore(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fs.Close() })
+	return fs
+}
+
 // processCPU is the process's user + system time so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -93,7 +103,6 @@ func processCPU() time.Duration {
 // store's group sync shares one sync among the calls waiting).
 func BenchmarkProxyFileStore(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
-	ctx := context.Background()
 	body := smallChatBody
 	client := benchClient()
 	// One directory for every run, removed at the end: on ext4 without a
@@ -113,19 +122,7 @@ func BenchmarkProxyFileStore(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
 		for _, perRollout := range []int{1, 50} {
 			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", c, perRollout), func(b *testing.B) {
-				fs, err := store.NewFileStore(dirFor(b))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer fs.Close()
-				p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: fs, RequestTokenIDs: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Start(ctx); err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close()
+				p := benchProxy(b, fake.URL(), benchFileStore(b, dirFor(b)))
 				n := max(b.N, c)
 				// Two appends per call (intent, then record), each with its
 				// own fdatasync: same writers, same calls.
@@ -171,19 +168,7 @@ func BenchmarkProxyFileStoreProcs(b *testing.B) {
 }
 
 func benchProcs(b *testing.B, fake *vllm.Server, client *http.Client, c int) {
-	fs, err := store.NewFileStore(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fs.Close()
-	p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: fs, RequestTokenIDs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p := benchProxy(b, fake.URL(), benchFileStore(b, b.TempDir()))
 	cpus := runtime.NumCPU()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	const perRollout, rounds = 50, 6

@@ -202,8 +202,6 @@ func hasAnyTokenKey(m map[string]any) bool {
 	return m[keyPromptIDs] != nil || m[keyGenerationIDs] != nil || m[keyLogProbs] != nil
 }
 
-// parseTokenIDString parses vLLM's "token_id:<n>". Unlike Python's lenient
-// int(), only an optional '-' and decimal digits are accepted (docs/record.md).
 // parseTokenIDBytes is parseTokenIDString of a token's bytes, without a
 // copy for the ids of up to 18 digits engines write.
 func parseTokenIDBytes(b []byte) (int, error) {
@@ -215,6 +213,8 @@ func parseTokenIDBytes(b []byte) (int, error) {
 	return parseTokenIDString(string(b)) // its errors, and the rare forms
 }
 
+// parseTokenIDString parses vLLM's "token_id:<n>". Unlike Python's lenient
+// int(), only an optional '-' and decimal digits are accepted (docs/record.md).
 func parseTokenIDString(s string) (int, error) {
 	rest, ok := strings.CutPrefix(s, "token_id:")
 	if !ok {

@@ -179,25 +179,22 @@ var _ = Describe("capbench proxy's startup checks", func() {
 	})
 
 	DescribeTable("runs the scheduler with twice Go's threads only for the file store's group sync, and restores them",
-		func(ctx SpecContext, extra []string, factor int) {
+		func(ctx SpecContext, store bool, extra []string, factor int) {
 			if gomaxprocsFromEnv() {
 				Skip("GOMAXPROCS is set in the environment, which the proxy keeps")
 			}
 			before := runtime.GOMAXPROCS(0)
-			args := []string{"--upstream", "http://127.0.0.1:9", "--model", "policy", "--log-level", "debug"}
-			for _, a := range extra {
-				if a == "DIR" {
-					a = GinkgoT().TempDir()
-				}
-				args = append(args, a)
+			args := append([]string{"--upstream", "http://127.0.0.1:9", "--model", "policy", "--log-level", "debug"}, extra...)
+			if store {
+				args = append(args, "--capture-dir", GinkgoT().TempDir())
 			}
 			_, stderr := runProxyBriefly(ctx, args...)
 			Expect(stderr).To(ContainSubstring(fmt.Sprintf("gomaxprocs=%d", factor*before)))
 			Expect(runtime.GOMAXPROCS(0)).To(Equal(before))
 		},
-		Entry("--capture-dir, group sync", []string{"--capture-dir", "DIR"}, 2),
-		Entry("--capture-dir --sync file", []string{"--capture-dir", "DIR", "--sync", "file"}, 1),
-		Entry("no store", []string{}, 1),
+		Entry("--capture-dir, group sync", true, nil, 2),
+		Entry("--capture-dir --sync file", true, []string{"--sync", "file"}, 1),
+		Entry("no store", false, nil, 1),
 	)
 })
 
