@@ -133,7 +133,7 @@ func (s *Server) prepareChat(r *http.Request, req *chatRequest, body []byte) (*j
 	if ae != nil {
 		return nil, ae
 	}
-	prompt, msgs, assistants, ae := s.renderChat(req, tools, addGen, r.Header.Get("X-Fake-Script") != "")
+	prompt, msgs, assistants, ae := s.renderChat(req, tools, addGen, headerValue(r.Header, headerScript) != "")
 	if ae != nil {
 		return nil, ae
 	}
@@ -313,11 +313,7 @@ func rawValue(r json.RawMessage) (any, bool) {
 		if v, ok := roleValues[string(r[1:len(r)-1])]; ok {
 			return v, true // every message has a role: no copy and no boxing for the four
 		}
-		if bytes.IndexByte(r, '\\') < 0 { // no escapes: the bytes between the quotes are the string
-			return string(r[1 : len(r)-1]), true
-		}
-		var s string
-		if json.Unmarshal(r, &s) == nil {
+		if s, ok := rawString(r); ok {
 			return s, true
 		}
 	case 'n':
@@ -396,19 +392,22 @@ func plainMessages(in []chatMessage) (out []chattemplate.PlainMessage, ok bool) 
 
 func absent(r json.RawMessage) bool { return len(r) == 0 || string(r) == "null" }
 
-// rawString is a raw JSON string's value, as rawValue decodes it.
+// rawString is a raw JSON string's value.
 func rawString(r json.RawMessage) (string, bool) {
-	if len(r) == 0 || r[0] != '"' {
+	if len(r) < 2 || r[0] != '"' {
 		return "", false
 	}
-	v, _ := rawValue(r)
-	s, ok := v.(string)
-	return s, ok
+	if bytes.IndexByte(r, '\\') < 0 { // no escapes: the bytes between the quotes are the string
+		return string(r[1 : len(r)-1]), true
+	}
+	var s string
+	err := json.Unmarshal(r, &s)
+	return s, err == nil
 }
 
 // requestID is prefix plus the client's X-Request-Id, else plus random hex.
 func requestID(prefix string, r *http.Request) string {
-	if v := r.Header.Get("X-Request-Id"); v != "" {
+	if v := headerValue(r.Header, headerRequestID); v != "" {
 		return prefix + v
 	}
 	return prefixedHex(prefix)
@@ -511,7 +510,7 @@ func (s *Server) attachScript(r *http.Request, j *job, assistants int, msgs []ma
 	if ae := s.pickScript(r, j, assistants, msgs); ae != nil {
 		return ae
 	}
-	if f := r.Header.Get("X-Fake-Fault"); f != "" {
+	if f := headerValue(r.Header, headerFault); f != "" {
 		if !knownFaults[f] {
 			return plainBadRequest(fmt.Sprintf("unknown X-Fake-Fault %q", f))
 		}

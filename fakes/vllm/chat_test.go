@@ -2,8 +2,11 @@ package vllm_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"net/textproto"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -34,6 +37,34 @@ var _ = Describe("chat completions, non-streaming", func() {
 	It("uses X-Request-Id for the response id", func() {
 		m := post(s.URL()+"/v1/chat/completions", userChat("hi", map[string]any{"max_tokens": 2}), "X-Request-Id", "abc123").json()
 		Expect(m["id"]).To(Equal("chatcmpl-abc123"))
+	})
+
+	It("reads request headers sent in lower case, as Node and Python clients send them", func() {
+		send := func(key, value string) (int, map[string]any) {
+			req, err := http.NewRequest(http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header = http.Header{"content-type": {"application/json"}, key: {value}} // written to the wire as given
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			var m map[string]any
+			Expect(json.NewDecoder(resp.Body).Decode(&m)).To(Succeed())
+			return resp.StatusCode, m
+		}
+		status, m := send("x-request-id", "lower1")
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(m["id"]).To(Equal("chatcmpl-lower1"))
+		status, m = send("x-fake-fault", "boom")
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(fmt.Sprint(m)).To(ContainSubstring(`unknown X-Fake-Fault`))
+		status, m = send("x-fake-script", "no-such-script")
+		Expect(status).To(Equal(http.StatusBadRequest), fmt.Sprint(m))
+	})
+
+	It("looks up header keys in the canonical form net/http stores them in", func() {
+		for _, k := range vllm.CanonicalHeaderKeys {
+			Expect(textproto.CanonicalMIMEHeaderKey(k)).To(Equal(k))
+		}
 	})
 
 	It("returns prompt and generation ids that are the tokenizer's encoding", func() {

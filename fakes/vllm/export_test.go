@@ -55,3 +55,7 @@ func dumpChat(r chatRequest) string {
 	b, _ := json.Marshal(r)
 	return fmt.Sprintf("%s %#v", b, r)
 }
+
+// CanonicalHeaderKeys are the request header keys the fake looks up
+// without canonicalizing them.
+var CanonicalHeaderKeys = []string{headerContentType, headerRequestID, headerScript, headerFault, AgentIDHeader}

@@ -273,11 +273,11 @@ func (b *scriptBook) missing(name, routedFrom string) *apiError {
 
 // pickScript sets the job's script turn and fault from X-Fake-Script.
 func (s *Server) pickScript(r *http.Request, j *job, assistants int, msgs []map[string]any) *apiError {
-	name := r.Header.Get("X-Fake-Script")
+	name := headerValue(r.Header, headerScript)
 	if name == "" {
 		return nil
 	}
-	sc, ae := s.scripts.resolve(name, callFacts{agentID: r.Header.Get(AgentIDHeader), messages: msgs})
+	sc, ae := s.scripts.resolve(name, callFacts{agentID: headerValue(r.Header, AgentIDHeader), messages: msgs})
 	if ae != nil {
 		return ae
 	}

@@ -330,6 +330,25 @@ func (s *Server) method(w http.ResponseWriter, r *http.Request, allowed ...strin
 // Add would copy it (its capacity is its length).
 var jsonContentType = []string{"application/json"}
 
+// The request headers the fake reads on every call, in the canonical form
+// net/http stores received keys in (CanonicalHeaderKeys lists them for the
+// test that checks it).
+const (
+	headerContentType = "Content-Type"
+	headerRequestID   = "X-Request-Id"
+	headerScript      = "X-Fake-Script"
+	headerFault       = "X-Fake-Fault"
+)
+
+// headerValue is h.Get(key) for a key in canonical form: Get would
+// canonicalize the key again on every call.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header() // canonical keys set directly: Set would canonicalize them again
 	h["Content-Type"] = jsonContentType
@@ -340,7 +359,7 @@ func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 
 // readJSONBody enforces vLLM's content-type rule and the body size limit.
 func (s *Server) readJSONBody(r *http.Request) ([]byte, *apiError) {
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // the exact form needs no parsing
+	if ct := headerValue(r.Header, headerContentType); ct != "application/json" { // the exact form needs no parsing
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return nil, &apiError{Status: http.StatusBadRequest, Type: "Bad Request", Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
