@@ -106,8 +106,8 @@ func BenchmarkProxyFileStore(b *testing.B) {
 	body := smallChatBody
 	client := benchClient()
 	// One directory for every run, removed at the end: on ext4 without a
-	// journal a file created within 30 s of a mass delete skips past every
-	// recently freed inode (docs/store.md#file-creation-after-deletes), so
+	// journal a file created within minutes of a mass delete skips past
+	// every recently freed inode (docs/store.md#file-creation-after-deletes), so
 	// deleting each run's files would slow the next run's creations.
 	root := b.TempDir()
 	runs := 0
