@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"slices"
 	"sync"
 	"testing"
@@ -294,48 +295,59 @@ func BenchmarkProxyLargeCall(b *testing.B) {
 // BenchmarkProxyOverheadRounds is BenchmarkProxyOverhead's c=16 memory-store
 // comparison in alternating rounds: each round sends b.N calls directly to
 // the fake, through a bare standard-library reverse proxy and through the
-// capture proxy, in an order that rotates, so a machine that slows down
-// mid-run slows all three. It reports the medians over the rounds of each
-// round's ratios and added p50 latencies.
+// capture proxy (as a chat call, and as the same call in the Anthropic
+// Messages dialect Claude Code sends, which the proxy translates to chat),
+// in an order that rotates, so a machine that slows down mid-run slows every
+// leg. It reports the medians over the rounds of each round's ratios and
+// added p50 latencies.
 func BenchmarkProxyOverheadRounds(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
 	bare := bareReverseProxy(b, fake.URL())
 	p := benchProxy(b, fake.URL(), store.NewMemoryStore())
 	client := benchClient()
 	const c, rounds = 16, 6
+	captured := func(api string) func(r, w int) string {
+		return func(r, w int) string {
+			return fmt.Sprintf("%s/ng-rollout/rounds-%s-%d-%d/training-token-capture/v1/%s", p.URL(), path.Base(api), r, w, api)
+		}
+	}
 	legs := []struct {
 		name string
 		url  func(r, w int) string
 	}{
 		{"direct", func(int, int) string { return fake.URL() + "/v1/chat/completions" }},
 		{"bare", func(int, int) string { return bare + "/v1/chat/completions" }},
-		{"proxy", func(r, w int) string {
-			return fmt.Sprintf("%s/ng-rollout/rounds-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, w)
-		}},
+		{"proxy", captured("chat/completions")},
+		{"messages", captured("messages")},
 	}
 	n := max(b.N, c)
-	var bareX, proxyX, proxyXBare, bareAdded, proxyAdded []float64
+	var bareX, proxyX, proxyXBare, messagesX, bareAdded, proxyAdded, messagesAdded []float64
 	b.ResetTimer()
 	for r := range rounds {
 		rate := map[string]float64{}
 		p50 := map[string]float64{}
 		for k := range legs {
 			leg := legs[(k+r)%len(legs)]
+			// The small chat body is a valid Messages request as it stands.
 			rt, med := closedLoopLatency(b, client, func(w, _ int) string { return leg.url(r, w) }, smallChatBody, c, n)
 			rate[leg.name], p50[leg.name] = rt, float64(med.Microseconds())
 		}
 		bareX = append(bareX, rate["bare"]/rate["direct"])
 		proxyX = append(proxyX, rate["proxy"]/rate["direct"])
 		proxyXBare = append(proxyXBare, rate["proxy"]/rate["bare"])
+		messagesX = append(messagesX, rate["messages"]/rate["direct"])
 		bareAdded = append(bareAdded, p50["bare"]-p50["direct"])
 		proxyAdded = append(proxyAdded, p50["proxy"]-p50["direct"])
+		messagesAdded = append(messagesAdded, p50["messages"]-p50["direct"])
 	}
 	b.StopTimer()
 	b.ReportMetric(stats.Median(proxyX), "x-direct")
 	b.ReportMetric(stats.Median(bareX), "bare-x-direct")
 	b.ReportMetric(stats.Median(proxyXBare), "x-bare-proxy")
+	b.ReportMetric(stats.Median(messagesX), "messages-x-direct")
 	b.ReportMetric(stats.Median(proxyAdded), "added-p50-µs")
 	b.ReportMetric(stats.Median(bareAdded), "bare-added-p50-µs")
+	b.ReportMetric(stats.Median(messagesAdded), "messages-added-p50-µs")
 	b.ReportMetric(slices.Min(proxyX), "x-direct-min")
 	b.ReportMetric(slices.Max(proxyX), "x-direct-max")
 }

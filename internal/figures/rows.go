@@ -51,11 +51,12 @@ func Rows() []Row {
 		},
 		{
 			Name: "proxy-overhead",
-			What: "capture proxy with the memory store, 16 concurrent small calls, against direct to the fake and a bare standard-library reverse proxy in front of it, six alternating rounds",
+			What: "capture proxy with the memory store, 16 concurrent small calls (chat, and Anthropic Messages), against direct to the fake and a bare standard-library reverse proxy in front of it, six alternating rounds",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyOverheadRounds", "-benchtime", "5000x"}}},
 			Figure: `{{.Med "ProxyOverheadRounds" "x-direct" | f 2}}× direct's throughput (rounds {{.Med "ProxyOverheadRounds" "x-direct-min" | f 2}}–{{.Med "ProxyOverheadRounds" "x-direct-max" | f 2}}), +{{.Med "ProxyOverheadRounds" "added-p50-µs" | f 0}} µs p50;` +
 				` the bare reverse proxy alone: {{.Med "ProxyOverheadRounds" "bare-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "bare-added-p50-µs" | f 0}} µs` +
-				` (capture reaches {{.Med "ProxyOverheadRounds" "x-bare-proxy" | f 2}}× the bare proxy's throughput: every call gets a second HTTP server and client)`,
+				` (capture reaches {{.Med "ProxyOverheadRounds" "x-bare-proxy" | f 2}}× the bare proxy's throughput: every call gets a second HTTP server and client);` +
+				` the same call in the Anthropic Messages dialect Claude Code sends, translated to chat: {{.Med "ProxyOverheadRounds" "messages-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "messages-added-p50-µs" | f 0}} µs`,
 		},
 		{
 			Name: "long-rollout",
