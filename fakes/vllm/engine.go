@@ -11,7 +11,6 @@ import (
 type generation struct {
 	ids      []int
 	logprobs []float64
-	text     string // raw decoded text, special tokens included
 	finish   string // "stop" or "length"
 	seed     uint64 // per-request seed the logprobs derive from
 }
@@ -118,10 +117,8 @@ func (e *engine) generate(in genInput) generation {
 	if len(ids) > limit {
 		ids = ids[:limit]
 		g.finish = "length"
-		text = e.tok.Decode(ids)
 	}
 	g.ids = ids
-	g.text = text
 	g.logprobs = make([]float64, len(ids))
 	for i, id := range ids {
 		g.logprobs[i] = sampledLogprob(seed, i, id)

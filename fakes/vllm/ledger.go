@@ -20,8 +20,9 @@ type LedgerEntry struct {
 	GeneratedTokenIDs []int     `json:"generated_token_ids"`
 	LogProbs          []float64 `json:"log_probs"`
 	FinishReason      string    `json:"finish_reason"`
-	Text              string    `json:"text"`
-	Created           time.Time `json:"created"`
+	// Text is the generated ids decoded, special tokens included.
+	Text    string    `json:"text"`
+	Created time.Time `json:"created"`
 }
 
 // ledgerChunk is the size of the byte chunks entries are packed into: the
@@ -37,7 +38,10 @@ const ledgerChunk = 1 << 20
 // collector never scans them, so a large ledger costs the serving path
 // nothing, and it takes about a third of the memory of LedgerEntry values.
 type ledger struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// decode turns generated ids into an entry's Text on reading: the
+	// text is not stored, as it is exactly its ids decoded.
+	decode   func([]int) string
 	limit    int   // entries; 0 = unbounded
 	maxBytes int64 // 0 = unbounded
 	chunks   [][]byte
@@ -100,6 +104,16 @@ func (l *ledger) live() int { return len(l.refs) - l.start }
 // after returns the live entries with Seq > seq, oldest first, and the
 // number of entries dropped so far.
 func (l *ledger) after(seq uint64) ([]LedgerEntry, uint64) {
+	out, dropped := l.decodedAfter(seq)
+	if l.decode != nil {
+		for i := range out { // outside the lock: decoding is the slow part
+			out[i].Text = l.decode(out[i].GeneratedTokenIDs)
+		}
+	}
+	return out, dropped
+}
+
+func (l *ledger) decodedAfter(seq uint64) ([]LedgerEntry, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	live := l.refs[l.start:]
@@ -128,13 +142,13 @@ func (l *ledger) stats() (entries int, bytes int64, dropped uint64) {
 // encodedSize bounds appendEntry's output for e.
 func encodedSize(e *LedgerEntry) int {
 	return 6*binary.MaxVarintLen64 + binary.MaxVarintLen64*(len(e.PromptTokenIDs)+len(e.GeneratedTokenIDs)) +
-		8*len(e.LogProbs) + len(e.RequestID) + len(e.Model) + len(e.FinishReason) + len(e.Text) + 4*binary.MaxVarintLen64
+		8*len(e.LogProbs) + len(e.RequestID) + len(e.Model) + len(e.FinishReason) + 3*binary.MaxVarintLen64
 }
 
 func appendEntry(b []byte, e *LedgerEntry) []byte {
 	b = binary.AppendUvarint(b, e.Seq)
 	b = binary.AppendVarint(b, e.Created.UnixNano())
-	for _, s := range [...]string{e.RequestID, e.Model, e.FinishReason, e.Text} {
+	for _, s := range [...]string{e.RequestID, e.Model, e.FinishReason} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -171,7 +185,7 @@ func decodeEntry(b []byte) (LedgerEntry, error) {
 	}
 	b = b[n:]
 	e.Seq, e.Created = seq, time.Unix(0, created)
-	for _, s := range [...]*string{&e.RequestID, &e.Model, &e.FinishReason, &e.Text} {
+	for _, s := range [...]*string{&e.RequestID, &e.Model, &e.FinishReason} {
 		k := uv()
 		if uint64(len(b)) < k {
 			return e, errShortEntry

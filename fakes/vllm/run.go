@@ -11,9 +11,12 @@ import (
 
 // outcome is a finished generation plus everything derived for the response.
 type outcome struct {
-	gen     generation
-	pieces  []string // visible text per token (special tokens and held-back bytes excluded)
-	offsets []int    // offsets[i] = start of token i's piece in visible; len = n+1
+	gen generation
+	// visible is the tokens' text without special tokens; offsets[i] is
+	// where token i's piece of it starts (len n+1), held-back bytes of an
+	// incomplete character counting to the token that completes it.
+	visible string
+	offsets []int
 	parsed  parsedOutput
 	finish  string // API finish_reason
 	// stopReason is the JSON of stop_reason: null, a token id or a string.
@@ -67,14 +70,9 @@ func (s *Server) execute(ctx context.Context, j *job) (*outcome, error) {
 	o.logprobs = j.logprobs && j.fault != FaultNoLogprobs
 	o.ttft, o.itl = s.delays(len(j.promptIDs))
 	o.stopReason = "null"
-	o.pieces, o.offsets = s.tokenPieces(g.ids)
+	o.visible, o.offsets = s.tokenPieces(g.ids)
 	s.applyStops(j, o)
-	var visible strings.Builder
-	visible.Grow(o.offsets[len(o.offsets)-1])
-	for _, p := range o.pieces {
-		visible.WriteString(p)
-	}
-	o.parsed = parseOutput(visible.String(), j.mode)
+	o.parsed = parseOutput(o.visible, j.mode)
 	o.finish = o.gen.finish
 	if j.chat {
 		o.finish = s.apiFinish(j, o)
@@ -108,33 +106,32 @@ func (s *Server) apiFinish(j *job, o *outcome) string {
 }
 
 // tokenPieces maps tokens to visible text, holding back bytes of an
-// incomplete UTF-8 character until the token that completes it.
-func (s *Server) tokenPieces(ids []int) ([]string, []int) {
-	pieces := make([]string, len(ids))
+// incomplete UTF-8 character until the token that completes it; it returns
+// the text and where each token's piece of it starts.
+func (s *Server) tokenPieces(ids []int) (string, []int) {
+	offsets := make([]int, len(ids)+1)
+	var b strings.Builder
+	b.Grow(6*len(ids) + 8) // a generated token averages under 6 bytes
 	var pending []byte
 	for i, id := range ids {
-		if id >= s.minSpecial && s.tok.IsSpecial(id) {
-			continue
+		if id < s.minSpecial || !s.tok.IsSpecial(id) {
+			if t := s.tok.TokenString(id); len(pending) == 0 && utf8.ValidString(t) {
+				b.WriteString(t)
+			} else {
+				pending = append(pending, t...)
+				if cut := completeUTF8Prefix(pending); cut > 0 {
+					b.Write(pending[:cut])
+					pending = append(pending[:0], pending[cut:]...)
+				}
+			}
 		}
-		t := s.tok.TokenString(id)
-		if len(pending) == 0 && utf8.ValidString(t) {
-			pieces[i] = t
-			continue
-		}
-		pending = append(pending, t...)
-		if cut := completeUTF8Prefix(pending); cut > 0 {
-			pieces[i] = string(pending[:cut])
-			pending = append(pending[:0], pending[cut:]...)
-		}
+		offsets[i+1] = b.Len()
 	}
 	if len(pending) > 0 && len(ids) > 0 { // bytes that never formed a character
-		pieces[len(ids)-1] += string(pending)
+		b.Write(pending)
+		offsets[len(ids)] = b.Len()
 	}
-	offsets := make([]int, len(ids)+1)
-	for i, p := range pieces {
-		offsets[i+1] = offsets[i] + len(p)
-	}
-	return pieces, offsets
+	return b.String(), offsets
 }
 
 // completeUTF8Prefix returns the length of the longest prefix of b that
@@ -230,7 +227,7 @@ func (s *Server) finishRecord(j *job, o *outcome, finish string) {
 	})
 	s.ledger.add(LedgerEntry{
 		RequestID: j.id, Model: s.model, PromptTokenIDs: j.promptIDs, GeneratedTokenIDs: o.gen.ids,
-		LogProbs: o.gen.logprobs, FinishReason: finish, Text: o.gen.text, Created: time.Unix(j.created, 0),
+		LogProbs: o.gen.logprobs, FinishReason: finish, Created: time.Unix(j.created, 0),
 	})
 }
 
@@ -262,16 +259,14 @@ func (s *Server) applyStops(j *job, o *outcome) {
 	}
 	textCut := -1
 	if len(j.stops) > 0 {
-		var visible []byte
-		for i, p := range o.pieces {
+		for i := range g.ids {
 			if cut >= 0 && i >= cut {
 				break
 			}
-			visible = append(visible, p...)
 			for _, st := range j.stops {
 				// Only a match that the newest token completed ends generation here.
 				from := max(0, o.offsets[i]-len(st)+1)
-				if k := strings.Index(string(visible[from:]), st); k >= 0 {
+				if k := strings.Index(o.visible[from:o.offsets[i+1]], st); k >= 0 {
 					cut = i + 1
 					textCut = from + k
 					if j.includeStop {
@@ -292,16 +287,11 @@ func (s *Server) applyStops(j *job, o *outcome) {
 	g.ids = g.ids[:cut]
 	g.logprobs = g.logprobs[:cut]
 	g.finish = "stop"
-	g.text = s.tok.Decode(g.ids)
-	o.pieces = o.pieces[:cut]
 	o.offsets = o.offsets[:cut+1]
-	if textCut >= 0 {
-		for i := range o.pieces {
-			start := o.offsets[i]
-			if start+len(o.pieces[i]) > textCut {
-				o.pieces[i] = o.pieces[i][:max(0, textCut-start)]
-			}
-			o.offsets[i+1] = start + len(o.pieces[i])
+	if textCut >= 0 { // the text ends at the stop string, within a token's piece
+		for i := range o.offsets {
+			o.offsets[i] = min(o.offsets[i], textCut)
 		}
 	}
+	o.visible = o.visible[:o.offsets[cut]]
 }

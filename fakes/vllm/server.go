@@ -76,6 +76,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.ledger.limit = o.LedgerLimit
 	s.ledger.maxBytes = max(o.LedgerMaxBytes, 0)
+	s.ledger.decode = tok.Decode
 	s.minSpecial = 0
 	if id, ok := tok.SpecialID("<|endoftext|>"); ok {
 		s.minSpecial = id // Qwen3's specials are the added tokens from <|endoftext|> on
