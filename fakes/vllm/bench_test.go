@@ -3,10 +3,12 @@ package vllm_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +120,34 @@ func BenchmarkChatHandler(b *testing.B) {
 		if w.status != http.StatusOK {
 			b.Fatalf("status %d", w.status)
 		}
+	}
+}
+
+// BenchmarkDecodeChatRequest is the fast path of the chat request decoder
+// on a small call and on a 200-message conversation of about 130 KB, the
+// size of a long agent rollout's late calls.
+func BenchmarkDecodeChatRequest(b *testing.B) {
+	small := []byte(`{"model":"Qwen/Qwen3-4B-Thinking-2507","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}`)
+	var msgs []map[string]any
+	for i := range 200 {
+		msgs = append(msgs, map[string]any{"role": []string{"user", "assistant"}[i%2], "content": strings.Repeat("check the build log and report what failed ", 15)})
+	}
+	large, err := json.Marshal(map[string]any{"model": "policy", "messages": msgs, "max_tokens": 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"small", small}, {"200-messages", large}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !vllm.DecodeChatFast(c.body) {
+					b.Fatal("the fast path refused the body")
+				}
+			}
+		})
 	}
 }

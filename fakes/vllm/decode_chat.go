@@ -16,17 +16,24 @@ import (
 func (req *chatRequest) decodeFast(body []byte) bool {
 	i := jsonscan.SkipWS(body, 0)
 	var seen uint64
-	end, ok := jsonscan.Object(body, i, func(key, val []byte, esc bool) bool {
+	end, ok := jsonscan.ObjectAt(body, i, func(key []byte, esc bool, v int) (int, bool) {
 		if !jsonscan.PlainKey(key, esc) {
-			return false
+			return 0, false
 		}
-		bit, ok := req.field(string(key), val)
+		var bit uint64
+		vEnd, ok := 0, false
+		if string(key) == "messages" { // read in place: the largest value, scanned once
+			bit = 1 << 0
+			vEnd, ok = decodeMessagesAt(body, v, &req.Messages)
+		} else if vEnd, ok = jsonscan.ValueDepth(body, v, 0); ok {
+			bit, ok = req.field(string(key), body[v:vEnd])
+		}
 		if !ok || seen&bit != 0 {
-			return false
+			return 0, false
 		}
 		seen |= bit
-		return true
-	}, 0)
+		return vEnd, true
+	})
 	return ok && jsonscan.SkipWS(body, end) == len(body)
 }
 
@@ -34,8 +41,6 @@ func (req *chatRequest) decodeFast(body []byte) bool {
 // for unknown keys, which encoding/json ignores too).
 func (req *chatRequest) field(key string, v []byte) (bit uint64, ok bool) {
 	switch key {
-	case "messages":
-		return 1 << 0, decodeMessages(v, &req.Messages)
 	case "model":
 		return 1 << 1, decodeString(v, &req.Model)
 	case "max_tokens":
@@ -102,33 +107,46 @@ func (req *chatRequest) field(key string, v []byte) (bit uint64, ok bool) {
 	return 0, true
 }
 
-// decodeMessages reads the messages array; null leaves it nil, as
-// encoding/json does.
-func decodeMessages(v []byte, out *[]chatMessage) bool {
-	if string(v) == "null" {
+// decodeMessagesAt reads the messages array starting at b[i] and returns
+// where it ends; null leaves it nil, as encoding/json does.
+func decodeMessagesAt(b []byte, i int, out *[]chatMessage) (int, bool) {
+	if end, ok := nullAt(b, i); ok {
 		*out = nil
-		return true
+		return end, true
 	}
 	msgs := []chatMessage{}
-	_, ok := jsonscan.Array(v, 0, func(e []byte) bool {
+	end, ok := jsonscan.ArrayAt(b, i, func(e int) (int, bool) {
 		msgs = append(msgs, chatMessage{})
-		return msgs[len(msgs)-1].decodeFast(e)
-	}, 1)
+		return msgs[len(msgs)-1].decodeAt(b, e)
+	})
 	*out = msgs
-	return ok
+	return end, ok
 }
 
-// decodeFast reads one message: every field stays raw JSON (null included,
-// as json.RawMessage keeps it).
-func (m *chatMessage) decodeFast(v []byte) bool {
-	if string(v) == "null" {
-		return true
+// nullAt reports whether b[i:] starts with the literal null, and its end.
+func nullAt(b []byte, i int) (int, bool) {
+	if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
+		return i + 4, true
+	}
+	return 0, false
+}
+
+// decodeAt reads one message starting at b[i]: every field stays raw JSON
+// (null included, as json.RawMessage keeps it).
+func (m *chatMessage) decodeAt(b []byte, i int) (int, bool) {
+	if end, ok := nullAt(b, i); ok {
+		return end, true
 	}
 	var seen uint8
-	_, ok := jsonscan.Object(v, 0, func(key, val []byte, esc bool) bool {
+	return jsonscan.ObjectAt(b, i, func(key []byte, esc bool, v int) (int, bool) {
 		if !jsonscan.PlainKey(key, esc) {
-			return false
+			return 0, false
 		}
+		vEnd, ok := jsonscan.ValueDepth(b, v, 2)
+		if !ok {
+			return 0, false
+		}
+		val := b[v:vEnd]
 		var dst *json.RawMessage
 		var bit uint8
 		switch string(key) {
@@ -147,16 +165,15 @@ func (m *chatMessage) decodeFast(v []byte) bool {
 		case "name":
 			dst, bit = &m.Name, 1<<6
 		default:
-			return true
+			return vEnd, true
 		}
 		if seen&bit != 0 {
-			return false
+			return 0, false
 		}
 		seen |= bit
 		*dst = val
-		return true
-	}, 1)
-	return ok
+		return vEnd, true
+	})
 }
 
 func decodeRawList(v []byte, out **[]json.RawMessage) bool {

@@ -59,3 +59,9 @@ func dumpChat(r chatRequest) string {
 // CanonicalHeaderKeys are the request header keys the fake looks up
 // without canonicalizing them.
 var CanonicalHeaderKeys = []string{headerContentType, headerRequestID, headerScript, headerFault, AgentIDHeader}
+
+// DecodeChatFast runs the chat request decoder's fast path on body.
+func DecodeChatFast(body []byte) bool {
+	var r chatRequest
+	return r.decodeFast(body)
+}

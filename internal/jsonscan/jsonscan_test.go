@@ -51,6 +51,44 @@ var _ = Describe("Document", func() {
 		Entry("non-ASCII (the Kelvin sign folds to k)", "\u212aey", false, false),
 		Entry("escaped", "model", true, false),
 	)
+
+	It("lets ObjectAt's and ArrayAt's readers say where each value ends", func() {
+		b := []byte(`{"a": [1, {"x": "y"}], "b" : null}`)
+		var keys, elems []string
+		end, ok := jsonscan.ObjectAt(b, 0, func(key []byte, _ bool, v int) (int, bool) {
+			keys = append(keys, string(key))
+			if string(key) != "a" {
+				return jsonscan.ValueDepth(b, v, 1)
+			}
+			return jsonscan.ArrayAt(b, v, func(e int) (int, bool) {
+				eEnd, ok := jsonscan.ValueDepth(b, e, 2)
+				elems = append(elems, string(b[e:eEnd]))
+				return eEnd, ok
+			})
+		})
+		Expect(ok).To(BeTrue())
+		Expect(end).To(Equal(len(b)))
+		Expect(keys).To(Equal([]string{"a", "b"}))
+		Expect(elems).To(Equal([]string{`1`, `{"x": "y"}`}))
+	})
+
+	DescribeTable("ObjectAt and ArrayAt fail when a reader stops short of a value's end",
+		func(doc string, walk func(b []byte) bool) {
+			Expect(walk([]byte(doc))).To(BeFalse())
+		},
+		Entry("an object value read one byte short", `{"a":12}`, func(b []byte) bool {
+			_, ok := jsonscan.ObjectAt(b, 0, func(_ []byte, _ bool, v int) (int, bool) { return v + 1, true })
+			return ok
+		}),
+		Entry("an array element read one byte short", `[12,3]`, func(b []byte) bool {
+			_, ok := jsonscan.ArrayAt(b, 0, func(v int) (int, bool) { return v + 1, true })
+			return ok
+		}),
+		Entry("a reader that refuses", `[1]`, func(b []byte) bool {
+			_, ok := jsonscan.ArrayAt(b, 0, func(v int) (int, bool) { return v + 1, false })
+			return ok
+		}),
+	)
 })
 
 // FuzzDocument checks the scanner's grammar against encoding/json's.
@@ -80,4 +118,23 @@ func FuzzDocument(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkValue skips a 200-message conversation of about 130 KB, as a
+// proxy skips a request member it does not read.
+func BenchmarkValue(b *testing.B) {
+	var msgs []map[string]any
+	for range 200 {
+		msgs = append(msgs, map[string]any{"role": "user", "content": strings.Repeat("check the build log and report what failed ", 15)})
+	}
+	doc, err := json.Marshal(map[string]any{"messages": msgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if end, ok := jsonscan.Value(doc, 0); !ok || end != len(doc) {
+			b.Fatal("not scanned whole")
+		}
+	}
 }
