@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -175,13 +176,22 @@ var _ = Describe("running a container", func() {
 		health *httptest.Server
 		// healthCode is what the container's /health answers.
 		healthCode int
+		// hangAfter, when positive, is how many probes are answered before
+		// every later one hangs until its client gives up.
+		hangAfter int
+		probes    atomic.Int32
 	)
 	BeforeEach(func() {
 		f = newFakeEngine()
-		healthCode = http.StatusOK
+		healthCode, hangAfter = http.StatusOK, 0
+		probes.Store(0)
 		health = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/health" {
 				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			if n := probes.Add(1); hangAfter > 0 && int(n) > hangAfter {
+				<-r.Context().Done()
 				return
 			}
 			w.WriteHeader(healthCode)
@@ -258,6 +268,15 @@ var _ = Describe("running a container", func() {
 		_, err = ctr.WaitHTTP(ctx, dockerapi.Wait{Path: "/health", Timeout: 2 * time.Second, Interval: 10 * time.Millisecond})
 		Expect(err).To(MatchError(ContainSubstring("did not answer GET /health with 200 within 2s (last probe: HTTP 503)")))
 		Expect(err).To(MatchError(ContainSubstring("ERROR upstream")))
+	})
+
+	It("names the last answer, not the probe the deadline cut short", func(ctx SpecContext) {
+		f.state = running(healthPort())
+		healthCode, hangAfter = http.StatusServiceUnavailable, 1
+		ctr, err := f.client().Run(ctx, spec)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = ctr.WaitHTTP(ctx, dockerapi.Wait{Path: "/health", Timeout: 300 * time.Millisecond, Interval: 10 * time.Millisecond})
+		Expect(err).To(MatchError(ContainSubstring("within 300ms (last probe: HTTP 503)")))
 	})
 
 	It("stops waiting when the caller gives up", func(ctx SpecContext) {

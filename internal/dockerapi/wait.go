@@ -40,6 +40,7 @@ func (ctr *Container) WaitHTTP(ctx context.Context, w Wait) (string, error) {
 	defer cancel()
 	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	last := errors.New("no probe yet: the port was not published")
+	probed := false
 	for {
 		st, err := ctr.inspect(wctx)
 		if err != nil && wctx.Err() == nil {
@@ -56,9 +57,16 @@ func (ctr *Container) WaitHTTP(ctx context.Context, w Wait) (string, error) {
 			}
 			if ok {
 				base := "http://" + addr
-				if last = get(wctx, probe, base+w.Path); last == nil {
+				err := get(wctx, probe, base+w.Path)
+				if err == nil {
 					return base, nil
 				}
+				// A probe the deadline cut short says less than the answer
+				// before it, which the error then names.
+				if wctx.Err() == nil || !probed {
+					last = err
+				}
+				probed = true
 			}
 		}
 		select {
