@@ -299,11 +299,11 @@ type chatMessage struct {
 	Name             json.RawMessage `json:"name"`
 }
 
-// rawValue turns a raw JSON field into what the template expects: strings
-// and null decoded, anything else left raw for the template to inspect.
 // roleValues are the chat roles as ready-made values (read only).
 var roleValues = map[string]any{"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
+// rawValue turns a raw JSON field into what the template expects: strings
+// and null decoded, anything else left raw for the template to inspect.
 func rawValue(r json.RawMessage) (any, bool) {
 	if len(r) == 0 {
 		return nil, false
@@ -392,10 +392,21 @@ func plainMessages(in []chatMessage) (out []chattemplate.PlainMessage, ok bool) 
 
 func absent(r json.RawMessage) bool { return len(r) == 0 || string(r) == "null" }
 
-// rawString is a raw JSON string's value.
+// rawString is a raw JSON string's value; the chat roles every message
+// carries come without a copy.
 func rawString(r json.RawMessage) (string, bool) {
 	if len(r) < 2 || r[0] != '"' {
 		return "", false
+	}
+	switch string(r[1 : len(r)-1]) {
+	case "system":
+		return "system", true
+	case "user":
+		return "user", true
+	case "assistant":
+		return "assistant", true
+	case "tool":
+		return "tool", true
 	}
 	if bytes.IndexByte(r, '\\') < 0 { // no escapes: the bytes between the quotes are the string
 		return string(r[1 : len(r)-1]), true

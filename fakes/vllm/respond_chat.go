@@ -124,8 +124,7 @@ func (s *Server) messageParts(j *job, o *outcome) (content, reasoning *string, c
 		reasoning = &r
 	}
 	if !p.contentNull {
-		c := p.nonStreamContent
-		content = &c
+		content = &p.nonStreamContent // o outlives the reply it is written into
 	}
 	return content, reasoning, p.calls
 }
