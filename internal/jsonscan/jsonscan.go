@@ -157,63 +157,40 @@ func literal(b []byte, i int, word string) (int, bool) {
 // reader to call: skipping is most of what a scan does, and Value through
 // ObjectAt with a reader per member took 10-20% longer (BenchmarkValue).
 func skipObject(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) || b[i] != '{' {
-		return 0, false
-	}
-	j := SkipWS(b, i+1)
-	if j < len(b) && b[j] == '}' {
-		return j + 1, true
+	j, empty, ok := open(b, i, '{', '}')
+	if !ok || empty {
+		return j, ok
 	}
 	for {
-		kEnd, _, ok := String(b, j)
+		_, _, v, ok := memberKey(b, j)
 		if !ok {
 			return 0, false
 		}
-		j = SkipWS(b, kEnd)
-		if j >= len(b) || b[j] != ':' {
+		vEnd, ok := value(b, v, depth)
+		if !ok {
 			return 0, false
 		}
-		if j, ok = value(b, SkipWS(b, j+1), depth); !ok {
-			return 0, false
-		}
-		if j = SkipWS(b, j); j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			j = SkipWS(b, j+1)
-		case '}':
-			return j + 1, true
-		default:
-			return 0, false
+		var done bool
+		if j, done, ok = next(b, vEnd, '}'); !ok || done {
+			return j, ok
 		}
 	}
 }
 
 // skipArray is skipObject for an array.
 func skipArray(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) || b[i] != '[' {
-		return 0, false
-	}
-	j := SkipWS(b, i+1)
-	if j < len(b) && b[j] == ']' {
-		return j + 1, true
+	j, empty, ok := open(b, i, '[', ']')
+	if !ok || empty {
+		return j, ok
 	}
 	for {
-		var ok bool
-		if j, ok = value(b, j, depth); !ok {
+		vEnd, ok := value(b, j, depth)
+		if !ok {
 			return 0, false
 		}
-		if j = SkipWS(b, j); j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			j = SkipWS(b, j+1)
-		case ']':
-			return j + 1, true
-		default:
-			return 0, false
+		var done bool
+		if j, done, ok = next(b, vEnd, ']'); !ok || done {
+			return j, ok
 		}
 	}
 }
@@ -234,38 +211,22 @@ func Object(b []byte, i int, fn func(key, val []byte, keyEscaped bool) bool, dep
 // the index just past it (ValueDepth skips a value it does not want), so a
 // caller that decodes the values scans each byte once.
 func ObjectAt(b []byte, i int, fn func(key []byte, keyEscaped bool, v int) (vEnd int, ok bool)) (end int, ok bool) {
-	if i >= len(b) || b[i] != '{' {
-		return 0, false
-	}
-	j := SkipWS(b, i+1)
-	if j < len(b) && b[j] == '}' {
-		return j + 1, true
+	j, empty, ok := open(b, i, '{', '}')
+	if !ok || empty {
+		return j, ok
 	}
 	for {
-		kEnd, esc, ok := String(b, j)
+		key, esc, v, ok := memberKey(b, j)
 		if !ok {
 			return 0, false
 		}
-		key := b[j+1 : kEnd-1]
-		j = SkipWS(b, kEnd)
-		if j >= len(b) || b[j] != ':' {
-			return 0, false
-		}
-		vEnd, ok := fn(key, esc, SkipWS(b, j+1))
+		vEnd, ok := fn(key, esc, v)
 		if !ok {
 			return 0, false
 		}
-		j = SkipWS(b, vEnd)
-		if j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			j = SkipWS(b, j+1)
-		case '}':
-			return j + 1, true
-		default:
-			return 0, false
+		var done bool
+		if j, done, ok = next(b, vEnd, '}'); !ok || done {
+			return j, ok
 		}
 	}
 }
@@ -282,31 +243,64 @@ func Array(b []byte, i int, fn func(elem []byte) bool, depth int) (end int, ok b
 // ArrayAt walks the array starting at b[i] == '[' as Array does, but fn
 // reads each element itself, as ObjectAt's does.
 func ArrayAt(b []byte, i int, fn func(v int) (vEnd int, ok bool)) (end int, ok bool) {
-	if i >= len(b) || b[i] != '[' {
-		return 0, false
-	}
-	j := SkipWS(b, i+1)
-	if j < len(b) && b[j] == ']' {
-		return j + 1, true
+	j, empty, ok := open(b, i, '[', ']')
+	if !ok || empty {
+		return j, ok
 	}
 	for {
 		vEnd, ok := fn(j)
 		if !ok {
 			return 0, false
 		}
-		j = SkipWS(b, vEnd)
-		if j >= len(b) {
-			return 0, false
-		}
-		switch b[j] {
-		case ',':
-			j = SkipWS(b, j+1)
-		case ']':
-			return j + 1, true
-		default:
-			return 0, false
+		var done bool
+		if j, done, ok = next(b, vEnd, ']'); !ok || done {
+			return j, ok
 		}
 	}
+}
+
+// open checks that b[i] opens a container with the bracket o and returns
+// where its first member starts; when it is empty, j is just past the
+// closing bracket c.
+func open(b []byte, i int, o, c byte) (j int, empty, ok bool) {
+	if i >= len(b) || b[i] != o {
+		return 0, false, false
+	}
+	j = SkipWS(b, i+1)
+	if j < len(b) && b[j] == c {
+		return j + 1, true, true
+	}
+	return j, false, true
+}
+
+// memberKey reads an object member's key and colon at b[j] and returns the
+// key's raw bytes, whether it holds escapes and where the value starts.
+func memberKey(b []byte, j int) (key []byte, escaped bool, v int, ok bool) {
+	kEnd, esc, ok := String(b, j)
+	if !ok {
+		return nil, false, 0, false
+	}
+	colon := SkipWS(b, kEnd)
+	if colon >= len(b) || b[colon] != ':' {
+		return nil, false, 0, false
+	}
+	return b[j+1 : kEnd-1], esc, SkipWS(b, colon+1), true
+}
+
+// next reads what follows a member that ends at end: a comma and the next
+// member's start, or the closing bracket c (done, j just past it).
+func next(b []byte, end int, c byte) (j int, done, ok bool) {
+	j = SkipWS(b, end)
+	if j >= len(b) {
+		return 0, false, false
+	}
+	switch b[j] {
+	case ',':
+		return SkipWS(b, j+1), false, true
+	case c:
+		return j + 1, true, true
+	}
+	return 0, false, false
 }
 
 // Document scans a whole document: one value with only whitespace around
