@@ -48,9 +48,10 @@ func streamOnce(client *http.Client, url string, body []byte) (ttft, total time.
 // BenchmarkStreamTTFT measures the time to first token of a long streamed
 // chat generation (the fake's timing model: 20 ms to the first token, 2 ms
 // per token, 250 tokens) at concurrency 1, direct, through the capture proxy
-// (streaming pass-through, memory store) and through it with
-// BufferedStreams (NeMo Gym's behaviour), alternating the three within each
-// iteration so they share the machine's state.
+// (streaming pass-through, memory store), the same over the file store (the
+// call intent synced while the engine works on the first token), and
+// through it with BufferedStreams (NeMo Gym's behaviour), alternating the
+// four within each iteration so they share the machine's state.
 func BenchmarkStreamTTFT(b *testing.B) {
 	fake, err := vllm.New(vllm.Options{ServedModelNames: []string{"policy"},
 		Timing:  vllm.Timing{TTFT: 20 * time.Millisecond, InterTokenLatency: 2 * time.Millisecond},
@@ -63,8 +64,8 @@ func BenchmarkStreamTTFT(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer fake.Close()
-	start := func(buffered bool) *proxy.Proxy {
-		p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: store.NewMemoryStore(), BufferedStreams: buffered})
+	start := func(buffered bool, st proxy.Store) *proxy.Proxy {
+		p, err := proxy.New(proxy.Options{Upstream: fake.URL(), Store: st, BufferedStreams: buffered})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,15 +74,18 @@ func BenchmarkStreamTTFT(b *testing.B) {
 		}
 		return p
 	}
-	streaming, buffered := start(false), start(true)
+	streaming, buffered := start(false, store.NewMemoryStore()), start(true, store.NewMemoryStore())
+	onDisk := start(false, benchFileStore(b, b.TempDir()))
 	defer streaming.Close()
 	defer buffered.Close()
+	defer onDisk.Close()
 	body := []byte(`{"model":"policy","max_tokens":250,"stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`)
 	client := benchClient()
 	targets := []struct{ name, url string }{
 		{"direct", fake.URL() + "/v1/chat/completions"},
 		{"proxy", streaming.URL() + "/ng-rollout/ttft/training-token-capture/v1/chat/completions"},
 		{"buffered", buffered.URL() + "/ng-rollout/ttft-b/training-token-capture/v1/chat/completions"},
+		{"proxy-file", onDisk.URL() + "/ng-rollout/ttft-f/training-token-capture/v1/chat/completions"},
 	}
 	ttfts := make([][]time.Duration, len(targets))
 	totals := make([][]time.Duration, len(targets))
@@ -107,6 +111,7 @@ func BenchmarkStreamTTFT(b *testing.B) {
 		b.ReportMetric(med(totals[i]), t.name+"-total-ms")
 	}
 	b.ReportMetric(med(ttfts[1])-med(ttfts[0]), "proxy-added-ttft-ms")
+	b.ReportMetric(med(ttfts[3])-med(ttfts[0]), "file-added-ttft-ms")
 }
 
 // BenchmarkStreamTokenCPU is the process CPU per generated token of a

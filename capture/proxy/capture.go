@@ -44,6 +44,10 @@ type callCtx struct {
 	// record copies instead of formatting them (record.TokenText), and the
 	// rollout's previous prompt they were read after.
 	prompt promptIDs
+	// intent is the call intent written ahead of its durability
+	// (store.IntentWriter), settled before the reply; nil when begin_call
+	// made it durable at once or nothing is captured.
+	intent *pendingIntent
 }
 
 // resolved waits for the parent resolution begin started; decision and rl
@@ -427,11 +431,12 @@ func (e *beginError) Error() string { return "registering the call intent failed
 func (e *beginError) Unwrap() error { return e.err }
 
 // begin resolves the parent and registers the call intent (steps 1–2 of
-// docs/capture-path.md#one-captured-call-in-order). The intent is durable
-// before begin returns, so a refused call never reaches the engine; a large
+// docs/capture-path.md#one-captured-call-in-order). The intent is written
+// before begin returns, so a refused call never reaches the engine; it is
+// durable then, or settled before the reply (writeIntent). A large
 // request's resolution may still be running (resolveAhead), and cc.resolved
 // waits for it.
-func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
+func (p *Proxy) begin(ctx context.Context, cc *callCtx, stream bool) error {
 	if !cc.capture {
 		return nil
 	}
@@ -442,7 +447,7 @@ func (p *Proxy) begin(ctx context.Context, cc *callCtx) error {
 	}
 	p.resolveAhead(ctx, cc)
 	start := time.Now()
-	err := p.opts.Store.BeginCall(ctx, cc.rt.RolloutID, cc.callID)
+	err := p.writeIntent(ctx, cc, stream)
 	p.metrics.storeLatency.WithLabelValues("begin_call").Observe(time.Since(start).Seconds())
 	if err != nil {
 		// The resolution may re-create the rollout's lineage: let it finish
@@ -639,6 +644,9 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	if err != nil {
 		p.markIncomplete(ctx, cc, "put_error", err)
 		return
+	}
+	if cc.intent != nil {
+		cc.intent.recorded = true
 	}
 	p.metrics.captured.Inc()
 	e.UsePromptText(record.TokenText{}) // the index keeps the entry, not the reply's text

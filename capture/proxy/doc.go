@@ -49,6 +49,12 @@
 //     the consumer masks unless attributed (row 5d of docs/scenarios.md). A
 //     pass-through stream cut before its end records nothing for that
 //     attempt and marks the rollout incomplete.
+//   - On a store that writes intents ahead (store.IntentWriter: the file
+//     store), the intent is written before the engine call and synced only
+//     when the call is answered without a record, or before a stream's first
+//     event; a failed sync then answers 503 instead of the reply
+//     (docs/capture-path.md#one-captured-call-in-order). Gym syncs every
+//     intent before generating.
 //   - Refused calls (rollout frozen or retired, invalid id, store not
 //     writable) answer a status SDKs do not retry (400, 410, 424, with
 //     x-should-retry: false) naming the rollout and the fix; a full capture

@@ -38,7 +38,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"reason"}),
 		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "capbench_proxy_store_seconds",
-			Help:    "Latency of store operations (begin_call, put, mark_incomplete, read).",
+			Help:    "Latency of store operations (begin_call, sync_intents, put, mark_incomplete, read).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}, []string{"op"}),
 		upstreamLatency: prometheus.NewHistogram(prometheus.HistogramOpts{

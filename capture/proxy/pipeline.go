@@ -31,11 +31,19 @@ type modelCall struct {
 func (p *Proxy) runCall(w http.ResponseWriter, r *http.Request, cc *callCtx, mc *modelCall) {
 	ctx := r.Context()
 	defer cc.resolved() // no resolution outlives its handler
-	if err := p.begin(ctx, cc); err != nil {
+	streamed := mc.stream && mc.sink != nil && !p.opts.BufferedStreams
+	if err := p.begin(ctx, cc, streamed); err != nil {
 		writeExchangeError(w, err, mc.errw, mc.passBody)
 		return
 	}
-	if mc.stream && mc.sink != nil && !p.opts.BufferedStreams {
+	if cc.intent != nil {
+		gate := &intentGate{ResponseWriter: w, cc: cc, errw: mc.errw}
+		w = gate
+		// A handler that wrote nothing still answers (net/http's empty
+		// 200): the intent is settled first.
+		defer gate.open()
+	}
+	if streamed {
 		p.streamCall(w, r, cc, streamSpec{out: mc.out, errw: mc.errw, passBody: mc.passBody, sink: mc.sink, commit: mc.commitStream})
 		return
 	}

@@ -29,10 +29,11 @@ type writerProcess struct {
 	done chan struct{}
 }
 
-func startWriter(dir, prefix string, count int) *writerProcess {
+func startWriter(dir, prefix string, count int, env ...string) *writerProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		helperDirEnv+"="+dir, helperPrefixEnv+"="+prefix, fmt.Sprintf("%s=%d", helperCountEnv, count))
+	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
 	cmd.Stderr = GinkgoWriter
@@ -78,40 +79,60 @@ var _ = Describe("file store durability", func() {
 		dir = GinkgoT().TempDir()
 	})
 
-	It("keeps every acknowledged record when writer processes are SIGKILLed at random points", func() {
-		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 7))
-		acked := map[string]bool{}
-		for round := range 4 {
-			w := startWriter(dir, fmt.Sprintf("round%d", round), 0)
-			// Let it acknowledge a random number of records, then kill it
-			// wherever it happens to be.
-			target := 3 + rng.IntN(25)
-			Eventually(func() int { return len(w.acked()) }).WithTimeout(20 * time.Second).
-				WithPolling(time.Millisecond).Should(BeNumerically(">=", target))
-			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-			Expect(w.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-			<-w.done
-			_ = w.cmd.Wait()
-			for _, c := range w.acked() {
-				acked[c] = true
+	DescribeTable("keeps every acknowledged record when writer processes are SIGKILLed at random points",
+		func(env []string) {
+			rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 7))
+			acked, intents := map[string]bool{}, map[string]bool{}
+			for round := range 4 {
+				w := startWriter(dir, fmt.Sprintf("round%d", round), 0, env...)
+				// Let it acknowledge a random number of records, then kill it
+				// wherever it happens to be.
+				target := 3 + rng.IntN(25)
+				Eventually(func() int { return len(w.acked()) }).WithTimeout(20 * time.Second).
+					WithPolling(time.Millisecond).Should(BeNumerically(">=", target))
+				time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+				Expect(w.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+				<-w.done
+				_ = w.cmd.Wait()
+				for _, c := range w.acked() {
+					if call, ok := strings.CutPrefix(c, "intent "); ok {
+						intents[call] = true
+					} else {
+						acked[c] = true
+					}
+				}
 			}
-		}
-		s, err := store.NewFileStore(dir)
-		Expect(err).NotTo(HaveOccurred())
-		snap, err := s.Freeze(ctx, helperRollout)
-		Expect(err).NotTo(HaveOccurred())
-		got := map[string]*record.Entry{}
-		for _, e := range snap.Entries {
-			Expect(got).NotTo(HaveKey(e.ModelCallID), "each record exactly once")
-			got[e.ModelCallID] = e
-		}
-		for c := range acked {
-			Expect(got).To(HaveKey(c), "acknowledged record %s lost", c)
-			Expect(canonical(got[c])).To(Equal(canonical(helperEntry(c))))
-		}
-		Expect(snap.Version).To(Equal(len(snap.Entries)+1), "one version per line plus the freeze, whatever the state file lagged")
-		expectIntactFile(filepath.Join(dir, helperRollout+".tokens.jsonl"))
-	})
+			s, err := store.NewFileStore(dir)
+			Expect(err).NotTo(HaveOccurred())
+			snap, err := s.Freeze(ctx, helperRollout)
+			Expect(err).NotTo(HaveOccurred())
+			got := map[string]*record.Entry{}
+			for _, e := range snap.Entries {
+				Expect(got).NotTo(HaveKey(e.ModelCallID), "each record exactly once")
+				got[e.ModelCallID] = e
+			}
+			for c := range acked {
+				Expect(got).To(HaveKey(c), "acknowledged record %s lost", c)
+				Expect(canonical(got[c])).To(Equal(canonical(helperEntry(c))))
+			}
+			Expect(snap.Version).To(Equal(len(snap.Entries)+1), "one version per line plus the freeze, whatever the state file lagged")
+			expectIntactFile(filepath.Join(dir, helperRollout+".tokens.jsonl"))
+			written, err := os.ReadFile(filepath.Join(dir, helperRollout+".tokens.intents"))
+			Expect(err).NotTo(HaveOccurred())
+			onDisk := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSuffix(string(written), "\n"), "\n") {
+				onDisk[l] = true
+			}
+			if env != nil {
+				Expect(intents).NotTo(BeEmpty(), "the writer printed the intents it wrote ahead")
+			}
+			for c := range intents {
+				Expect(onDisk).To(HaveKey(c), "an intent written before the kill is lost: %s", c)
+			}
+		},
+		Entry("intents made durable by BeginCall", nil),
+		Entry("intents written ahead (WriteIntent), made durable with the record", []string{helperAheadEnv + "=1"}),
+	)
 
 	It("serialises two writer processes on one rollout: intact file, every record exactly once", func() {
 		const perWriter = 40

@@ -82,3 +82,15 @@ func (g *GroupSync) Waiting() int {
 func KernelAtLeast(release string, major, minor int) bool {
 	return kernelAtLeast(release, major, minor)
 }
+
+// WithSyncFuncs makes the store's group sync run syncAll for a group of
+// writers and syncOne for a writer alone, so a spec can see which files are
+// synced and make a sync fail.
+func WithSyncFuncs(syncAll, syncOne func(*os.File) error) FileOption {
+	return func(s *FileStore) {
+		if s.group == nil {
+			s.group = newGroupSync()
+		}
+		s.group.syncAll, s.group.syncOne = syncAll, syncOne
+	}
+}

@@ -952,6 +952,16 @@ func (s *FileStore) PutCanonical(ctx context.Context, e *record.Entry, canonical
 // BeginCall records a call intent before generation (docs/store.md#operations). An
 // intent without an entry makes the next freeze incomplete.
 func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) error {
+	return s.writeIntent(ctx, rolloutID, callID, true)
+}
+
+// WriteIntent is BeginCall without waiting for the intent to be durable;
+// see IntentWriter.
+func (s *FileStore) WriteIntent(ctx context.Context, rolloutID, callID string) error {
+	return s.writeIntent(ctx, rolloutID, callID, false)
+}
+
+func (s *FileStore) writeIntent(ctx context.Context, rolloutID, callID string, durable bool) error {
 	if err := ValidateCall(rolloutID, callID); err != nil {
 		return err
 	}
@@ -968,8 +978,35 @@ func (s *FileStore) BeginCall(ctx context.Context, rolloutID, callID string) err
 	if err != nil {
 		return err
 	}
-	if _, err := s.appendTo(&h.sl.files.intents, path, cur, []byte(callID+"\n")); err != nil {
+	line := []byte(callID + "\n")
+	if !durable {
+		return s.writeTo(&h.sl.files.intents, path, cur, line)
+	}
+	_, err = s.appendTo(&h.sl.files.intents, path, cur, line)
+	return err
+}
+
+// SyncIntents makes the rollout's intents written so far durable; see
+// IntentWriter. It changes nothing, so it takes no lock: a rollout whose
+// intents file is gone (dropped or retired meanwhile) has nothing to sync.
+func (s *FileStore) SyncIntents(ctx context.Context, rolloutID string) error {
+	if err := ValidateRolloutID(rolloutID); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path := s.path(rolloutID, suffixIntents)
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := s.durable(f); err != nil {
+		return s.failed(&WriteError{Path: path, Op: "fsync", Err: err})
 	}
 	return nil
 }

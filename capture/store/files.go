@@ -108,12 +108,37 @@ func (o *openFiles) close() {
 	}
 }
 
-// appendTo appends data to the file at path through the cached descriptor
-// *a when the path still names it (cur is the path's lstat, taken under the
-// rollout's lock), else through a fresh one that replaces it; then fsyncs.
-// A failed write is cut back to the size before it, so nothing half-written
-// stays behind. It returns the file's key after the append.
+// appendTo appends data to the file at path (writeTo), then makes it
+// durable. It returns the file's key after the append.
 func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte) (statKey, error) {
+	if err := s.writeTo(a, path, cur, data); err != nil {
+		return statKey{}, err
+	}
+	f := (*a).f
+	// fdatasync, not fsync: it makes the appended bytes and the new size
+	// durable (all a reader needs) without also waiting for timestamps,
+	// which on ext4 more than doubles the appends one writer gets per
+	// second (docs/store.md).
+	if err := s.durable(f); err != nil {
+		// The line may or may not be on disk; the descriptor is not reused.
+		_ = f.Close()
+		*a = nil
+		return statKey{}, s.failed(&WriteError{Path: path, Op: "fsync", Err: err})
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return statKey{}, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	return keyOf(after), nil
+}
+
+// writeTo appends data to the file at path through the cached descriptor
+// *a when the path still names it (cur is the path's lstat, taken under the
+// rollout's lock), else through a fresh one that replaces it. A failed
+// write is cut back to the size before it, so nothing half-written stays
+// behind. Nothing is synced: the line
+// is in the kernel, where a killed process leaves it.
+func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte) error {
 	if *a != nil && (!cur.exists || (*a).id != (fileID{cur.dev, cur.ino})) {
 		_ = (*a).f.Close()
 		*a = nil
@@ -131,38 +156,23 @@ func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte
 		}
 		if err != nil {
 			if isSpaceErr(err) {
-				return statKey{}, s.failed(&WriteError{Path: path, Op: "create", Err: err})
+				return s.failed(&WriteError{Path: path, Op: "create", Err: err})
 			}
-			return statKey{}, fmt.Errorf("store: open %s: %w", path, err)
+			return fmt.Errorf("store: open %s: %w", path, err)
 		}
 		fi, err := f.Stat()
 		if err != nil {
 			_ = f.Close()
-			return statKey{}, fmt.Errorf("store: stat %s: %w", path, err)
+			return fmt.Errorf("store: stat %s: %w", path, err)
 		}
 		*a = &appender{f: f, id: idOf(fi)}
 		before = fi.Size()
 	}
-	f := (*a).f
-	if _, err := f.Write(data); err != nil {
-		_ = f.Truncate(before)
-		return statKey{}, s.failed(&WriteError{Path: path, Op: "append to", Err: err})
+	if _, err := (*a).f.Write(data); err != nil {
+		_ = (*a).f.Truncate(before)
+		return s.failed(&WriteError{Path: path, Op: "append to", Err: err})
 	}
-	// fdatasync, not fsync: it makes the appended bytes and the new size
-	// durable (all a reader needs) without also waiting for timestamps,
-	// which on ext4 more than doubles the appends one writer gets per
-	// second (docs/store.md).
-	if err := s.durable(f); err != nil {
-		// The line may or may not be on disk; the descriptor is not reused.
-		_ = f.Close()
-		*a = nil
-		return statKey{}, s.failed(&WriteError{Path: path, Op: "fsync", Err: err})
-	}
-	after, err := f.Stat()
-	if err != nil {
-		return statKey{}, fmt.Errorf("store: stat %s: %w", path, err)
-	}
-	return keyOf(after), nil
+	return nil
 }
 
 // durable makes what was appended to f durable: through the store's group

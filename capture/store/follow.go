@@ -398,6 +398,7 @@ var _ TailReader = (*FileStore)(nil)
 
 var (
 	_ CanonicalSink = (*FileStore)(nil)
+	_ IntentWriter  = (*FileStore)(nil)
 	_ CanonicalSink = (*MemoryStore)(nil)
 	_ TailReader    = (*MemoryStore)(nil)
 )

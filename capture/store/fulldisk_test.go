@@ -52,6 +52,7 @@ var _ = Describe("file store on a disk that fills", func() {
 		Expect(errors.As(err, &we)).To(BeTrue())
 		Expect(we.Path).To(Equal(filepath.Join(dir, "new.tokens.intents")))
 		Expect(we.Dir()).To(Equal(dir))
+		Expect(fs.WriteIntent(ctx, "new", "c1")).To(MatchError(store.ErrDiskFull), "an intent written ahead is refused alike")
 
 		By("a record of an existing rollout")
 		big := newEntry("old", "c2")

@@ -61,6 +61,12 @@ var _ = Describe("file store: files it must not trust", func() {
 		Entry("intents, on begin_call", ".tokens.intents", func(ctx context.Context, fs *store.FileStore) error {
 			return fs.BeginCall(ctx, "r1", "c1")
 		}),
+		Entry("intents, written ahead", ".tokens.intents", func(ctx context.Context, fs *store.FileStore) error {
+			return fs.WriteIntent(ctx, "r1", "c1")
+		}),
+		Entry("intents, on their sync", ".tokens.intents", func(ctx context.Context, fs *store.FileStore) error {
+			return fs.SyncIntents(ctx, "r1")
+		}),
 		Entry("incomplete marker, on mark_incomplete", ".tokens.incomplete", func(ctx context.Context, fs *store.FileStore) error {
 			return fs.MarkIncomplete(ctx, "r1", "c1")
 		}),

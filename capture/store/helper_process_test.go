@@ -17,20 +17,25 @@ const (
 	helperDirEnv    = "CAPBENCH_STORE_HELPER_DIR"
 	helperPrefixEnv = "CAPBENCH_STORE_HELPER_PREFIX"
 	helperCountEnv  = "CAPBENCH_STORE_HELPER_COUNT"
-	helperRollout   = "durable"
+	// helperAheadEnv, when set, makes the writer register each intent with
+	// WriteIntent (not synced) and print "intent <call id>" once it returned.
+	helperAheadEnv = "CAPBENCH_STORE_HELPER_AHEAD"
+	helperRollout  = "durable"
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperDirEnv); dir != "" {
-		os.Exit(runWriterProcess(dir, os.Getenv(helperPrefixEnv), os.Getenv(helperCountEnv)))
+		os.Exit(runWriterProcess(dir, os.Getenv(helperPrefixEnv), os.Getenv(helperCountEnv), os.Getenv(helperAheadEnv) != ""))
 	}
 	os.Exit(m.Run())
 }
 
 // runWriterProcess puts records to one rollout and prints each call id once
 // its put has returned, i.e. once the store acknowledged it. Records named
-// "shared-<i>" are written by every writer with identical bytes.
-func runWriterProcess(dir, prefix, count string) int {
+// "shared-<i>" are written by every writer with identical bytes. With ahead,
+// intents are written with WriteIntent, and each is printed as "intent <call
+// id>" once written.
+func runWriterProcess(dir, prefix, count string, ahead bool) int {
 	n, err := strconv.Atoi(count)
 	if err != nil || n <= 0 {
 		n = 1 << 30 // until killed
@@ -44,7 +49,7 @@ func runWriterProcess(dir, prefix, count string) int {
 	ctx := context.Background()
 	for i := range n {
 		for _, call := range []string{fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("shared-%d", i%7)} {
-			if err := s.BeginCall(ctx, helperRollout, call); err != nil {
+			if err := beginCall(ctx, s, call, ahead, out); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 3
 			}
@@ -61,6 +66,18 @@ func runWriterProcess(dir, prefix, count string) int {
 		return 5
 	}
 	return 0
+}
+
+// beginCall registers call's intent as the writer process was told to.
+func beginCall(ctx context.Context, s *store.FileStore, call string, ahead bool, out *bufio.Writer) error {
+	if !ahead {
+		return s.BeginCall(ctx, helperRollout, call)
+	}
+	if err := s.WriteIntent(ctx, helperRollout, call); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "intent", call)
+	return out.Flush()
 }
 
 // helperEntry is the record a writer process puts for call: a pure function

@@ -117,6 +117,19 @@ type CanonicalSink interface {
 	PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error
 }
 
+// IntentWriter is a Sink whose call intents can be written ahead of their
+// durability (docs/store.md#intents-made-durable-once). WriteIntent is
+// BeginCall without the wait for the intent to be durable: it returns once
+// the line is written (a process killed after it leaves the line behind) or
+// refuses the call as BeginCall would. SyncIntents makes every intent of the
+// rollout written so far durable. A caller that writes intents this way
+// makes them durable before it answers a call whose record it did not put:
+// a call whose record is durable needs no intent.
+type IntentWriter interface {
+	WriteIntent(ctx context.Context, rolloutID, callID string) error
+	SyncIntents(ctx context.Context, rolloutID string) error
+}
+
 // Source is the read side used by the consumer.
 type Source interface {
 	Freeze(ctx context.Context, rolloutID string) (*Snapshot, error)

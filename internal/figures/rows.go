@@ -10,9 +10,11 @@ func Rows() []Row {
 		{
 			Name: "stream-ttft",
 			What: "time to first token, 250-token stream, fake at 20 ms TTFT + 2 ms/token, concurrency 1",
-			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "StreamTTFT"}}},
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "StreamTTFT", "-benchtime", "8x"}}},
 			Figure: `direct {{.Med "StreamTTFT" "direct-ttft-ms" | f 2}} ms; through the proxy {{.Med "StreamTTFT" "proxy-ttft-ms" | f 2}} ms` +
-				` ({{.Med "StreamTTFT" "proxy-added-ttft-ms" | printf "%+.2f"}} ms); ` + "`--buffered-streams`" + ` (NeMo Gym's behaviour) {{.Med "StreamTTFT" "buffered-ttft-ms" | f 1}} ms`,
+				` ({{.Med "StreamTTFT" "proxy-added-ttft-ms" | printf "%+.2f"}} ms); over the file store {{.Med "StreamTTFT" "proxy-file-ttft-ms" | f 2}} ms` +
+				` ({{.Med "StreamTTFT" "file-added-ttft-ms" | printf "%+.2f"}} ms: the call intent is synced while the engine works on the first token); ` +
+				"`--buffered-streams`" + ` (NeMo Gym's behaviour) {{.Med "StreamTTFT" "buffered-ttft-ms" | f 1}} ms`,
 		},
 		{
 			Name: "consume-cold",
@@ -44,7 +46,8 @@ func Rows() []Row {
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "4000x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
-				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency;` +
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency` +
+				` (one rollout alone: {{.Med "ProxyFileStore/rollouts=1/calls=50" "calls/s" | k 2}} calls/s, {{.Med "ProxyFileStore/rollouts=1/calls=50" "x-fdatasync" | f 2}}× that peer);` +
 				` with twice the CPUs' scheduler threads, as ` + "`capbench proxy`" + ` runs group sync (` + "`ProxyFileStoreProcs`" + `, alternating rounds):` +
 				` {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@2xcpus" | k 1}} vs {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@cpus" | k 1}} calls/s ({{.Med "ProxyFileStoreProcs/rollouts=64" "2xcpus/cpus" | f 2}}×;` +
 				` 16 rollouts {{.Med "ProxyFileStoreProcs/rollouts=16" "2xcpus/cpus" | f 2}}×, one alone {{.Med "ProxyFileStoreProcs/rollouts=1" "2xcpus/cpus" | f 2}}×)`,

@@ -41,7 +41,7 @@ var _ = Describe("figures command", func() {
 		Expect(err).To(MatchError(And(ContainSubstring("row stream-ttft: run stream-ttft failed: false test ./capture/proxy"), Not(ContainSubstring("--capbench")))))
 		By("--dry-run prints the command")
 		Expect(run(context.Background(), []string{"--readme", readme, "--rows", "^stream-ttft$", "--dry-run"}, &out, &errOut)).To(Succeed())
-		Expect(out.String()).To(Equal("stream-ttft: go test ./capture/proxy -run '^$' -bench StreamTTFT\n"))
+		Expect(out.String()).To(Equal("stream-ttft: go test ./capture/proxy -run '^$' -bench StreamTTFT -benchtime 8x\n"))
 	})
 
 	It("--list names every row", func() {
