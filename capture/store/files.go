@@ -136,8 +136,8 @@ func (s *FileStore) appendTo(a **appender, path string, cur statKey, data []byte
 // *a when the path still names it (cur is the path's lstat, taken under the
 // rollout's lock), else through a fresh one that replaces it. A failed
 // write is cut back to the size before it, so nothing half-written stays
-// behind. Nothing is synced: the line
-// is in the kernel, where a killed process leaves it.
+// behind. Nothing is synced: the line is in the kernel, where a killed
+// process leaves it.
 func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte) error {
 	if *a != nil && (!cur.exists || (*a).id != (fileID{cur.dev, cur.ino})) {
 		_ = (*a).f.Close()
