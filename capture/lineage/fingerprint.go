@@ -107,9 +107,13 @@ func (f *fieldHasher) hex() string {
 	return hex.EncodeToString(f.h.Sum(nil))
 }
 
-// clone is an independent copy of the hasher's state.
+// clone is an independent copy of the hasher's state. A hasher with
+// nothing buffered is only read, so a Checkpoint's may be cloned by many
+// goroutines at once.
 func (f *fieldHasher) clone() (*fieldHasher, error) {
-	f.flush()
+	if len(f.buf) > 0 {
+		f.flush()
+	}
 	c, ok := f.h.(hash.Cloner)
 	if !ok {
 		return nil, errors.New("the hash cannot be cloned")

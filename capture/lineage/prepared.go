@@ -101,3 +101,78 @@ func (p *Prepared) Stamp(e *record.Entry, d Decision) error {
 	e.FingerprintVersion = &version
 	return nil
 }
+
+// Checkpoint is the hash state of a Prepared after all its items. A later
+// request of the same conversation repeats those items and adds a few, and
+// PrepareAfter resumes from the checkpoint instead of hashing the repeated
+// items again: without it, every call of a rollout hashes its whole
+// conversation, and the rollout's hashing grows with the square of its
+// length. A Checkpoint is never changed, so any number of requests may
+// resume from it at once.
+type Checkpoint struct {
+	n        int
+	envelope any // the envelope pseudo-item's content; nil when there is none
+	fp, cd   *fieldHasher
+	authored bool
+}
+
+// Checkpoint returns the hash state after all of p's items (computing the
+// whole conversation digest, which Stamp needs anyway); ok is false when
+// the items cannot be hashed, and a later request must hash them itself.
+func (p *Prepared) Checkpoint() (cp *Checkpoint, ok bool) {
+	if _, err := p.ConversationDigest(len(p.items)); err != nil || p.fpErr != nil {
+		return nil, false
+	}
+	fp, err := p.fp.clone()
+	if err != nil {
+		return nil, false
+	}
+	cd, err := p.cd.clone()
+	if err != nil {
+		return nil, false
+	}
+	return &Checkpoint{n: len(p.items), envelope: envelopeOf(p.items), fp: fp, cd: cd, authored: p.authored}, true
+}
+
+// PrepareAfter is Prepare for request items that repeat the checkpointed
+// request's: the caller knows that the list its items come from begins
+// with that request's list (the same JSON bytes, say), and only the items
+// after those are hashed. The envelope pseudo-item is built from other
+// members (instructions, tools), so it is compared here: a changed one, or
+// fewer items than the checkpoint's, hashes everything, as Prepare does.
+func PrepareAfter(cp *Checkpoint, requestItems []any) *Prepared {
+	if cp == nil || len(requestItems) < cp.n || !sameEnvelope(cp.envelope, envelopeOf(requestItems)) {
+		return Prepare(requestItems)
+	}
+	fp, err := cp.fp.clone()
+	if err != nil {
+		return Prepare(requestItems)
+	}
+	cd, err := cp.cd.clone()
+	if err != nil {
+		return Prepare(requestItems)
+	}
+	p := &Prepared{items: requestItems, fp: fp, cd: cd, cdLen: cp.n}
+	p.authored, p.fpErr = feedFingerprint(p.fp, cp.authored, requestItems[cp.n:], cp.n)
+	return p
+}
+
+// envelopeOf is the content of the envelope pseudo-item RequestItems puts
+// first, or nil when items do not begin with one.
+func envelopeOf(items []any) any {
+	if len(items) == 0 {
+		return nil
+	}
+	if m, ok := items[0].(map[string]any); ok && m["role"] == envelopeRole {
+		return m["content"]
+	}
+	return nil
+}
+
+// sameEnvelope compares two envelopes' contents (strings RequestItems
+// wrote, or nil).
+func sameEnvelope(a, b any) bool {
+	as, aok := a.(string)
+	bs, bok := b.(string)
+	return aok == bok && as == bs && (aok || a == nil && b == nil)
+}

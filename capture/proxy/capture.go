@@ -38,8 +38,15 @@ type callCtx struct {
 	// inline.
 	resolving chan struct{}
 	// readItems, when set, reads items (and itemsErr) from a request whose
-	// members were left undecoded; resolveParent runs it first.
-	readItems func()
+	// members were left undecoded, after the rollout's previous request
+	// (conversationMemo); resolveParent runs it first.
+	readItems func(prev *conversationMemo)
+	// list and listRaw are the request's messages and their bytes when
+	// readItems read them; resume is the previous request's checkpoint
+	// when the list continues that request's.
+	list    []any
+	listRaw []byte
+	resume  *lineage.Checkpoint
 	// prompt is the canonical text of the engine's prompt ids, which the
 	// record copies instead of formatting them (record.TokenText), and the
 	// rollout's previous prompt they were read after.
@@ -79,6 +86,9 @@ type rolloutLineage struct {
 	// entry last, counted in handed; the rollout's next call takes it to
 	// read its own prompt ids after (promptIDs.prev).
 	prompt atomic.Pointer[record.TokenText]
+	// conv is the latest large chat request's conversation, counted in
+	// handed (rememberConversation); guarded by mu.
+	conv *conversationMemo
 }
 
 func (p *Proxy) lineageFor(rolloutID string) *rolloutLineage {
@@ -173,16 +183,19 @@ const handOverBytes = 32 << 10
 
 // handToFollower gives the rollout's follower the entry this call just
 // committed, so that the next call's refresh takes it for its line instead
-// of parsing the line back (docs/store.md#what-a-call-costs).
+// of parsing the line back (docs/store.md#what-a-call-costs). A delta
+// record (fullPrompt, its full prompt, not nil) is handed over whatever
+// its length, with its full prompt: its child would otherwise walk the
+// delta chain back to its anchor, reading one line per earlier call.
 // Caller holds rl.mu.
-func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string, prompt promptIDs) {
-	if rl.follow == nil || rl.dropped || length < handOverBytes {
+func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string, prompt promptIDs, fullPrompt []int) {
+	if rl.follow == nil || rl.dropped || (length < handOverBytes && fullPrompt == nil) {
 		return
 	}
-	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)))
+	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)+len(fullPrompt)))
 	keepPrompt := !prompt.text.IsZero()
 	if keepPrompt {
-		n += int64(prompt.held + 8*len(e.PromptTokenIDs)) // the buffer the text is in, and its copy of the ids
+		n += int64(prompt.held + 8*max(len(e.PromptTokenIDs), len(fullPrompt))) // the buffer the text is in, and its copy of the ids
 	}
 	if !p.reserveHanded(n) {
 		p.reclaimHanded(rl)
@@ -191,7 +204,11 @@ func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, 
 		}
 	}
 	rl.handed.Add(n)
-	rl.follow.Wrote(e, length, digest)
+	if fullPrompt != nil {
+		rl.follow.WroteDelta(e, length, digest, fullPrompt)
+	} else {
+		rl.follow.Wrote(e, length, digest)
+	}
 	if keepPrompt {
 		rl.prompt.Store(&prompt.text)
 	}
@@ -232,6 +249,7 @@ func (p *Proxy) takeBack(rl *rolloutLineage) {
 		rl.follow.ForgetWritten()
 	}
 	rl.prompt.Store(nil)
+	rl.conv = nil // its bytes are in handed
 	p.handed.Add(-rl.handed.Swap(0))
 }
 
@@ -334,13 +352,13 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	rl := p.lineageFor(cc.rt.RolloutID)
 	cc.rl = rl
 	if cc.readItems != nil {
-		cc.readItems()
+		cc.readItems(rl.conversation())
 		cc.readItems = nil
 	}
 	if cc.itemsErr {
 		return // the decision is already UNRESOLVED lookup_error
 	}
-	cc.prep = lineage.Prepare(cc.items)
+	cc.prep = lineage.PrepareAfter(cc.resume, cc.items)
 	var entries []*record.Entry
 	read := mayContinue(cc.items)
 	if tr, ok := p.opts.Store.(store.TailReader); ok && read {
@@ -482,6 +500,7 @@ func (p *Proxy) resolveAhead(ctx context.Context, cc *callCtx) {
 		if cc.prep != nil {
 			// The record's context digest: the rest of the same pass.
 			_, _ = cc.prep.ConversationDigest(len(cc.items))
+			p.rememberConversation(cc)
 		}
 	}()
 }
@@ -622,7 +641,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		p.markIncomplete(ctx, cc, reason, tokErr)
 		return
 	}
-	e, err := p.buildEntry(cc, payload)
+	e, fullPrompt, err := p.buildEntry(cc, payload)
 	if errors.Is(err, errNoTokenIDs) {
 		p.markIncomplete(ctx, cc, "no_token_ids", err)
 		return
@@ -655,7 +674,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		cc.log.Warn("indexing the committed entry failed", "err", err)
 	}
 	if digest != "" {
-		p.handToFollower(cc.rl, e, length, digest, cc.prompt)
+		p.handToFollower(cc.rl, e, length, digest, cc.prompt, fullPrompt)
 	}
 	cc.rl.mu.Unlock()
 	cc.log.Info("call captured", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID,
@@ -679,17 +698,18 @@ func (p *Proxy) put(ctx context.Context, e *record.Entry) (length int, digest st
 	return len(canonical), digest, nil
 }
 
-// buildEntry turns the served payload into a stamped, validated record.
-func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, error) {
+// buildEntry turns the served payload into a stamped, validated record,
+// and returns the record's full prompt when it stores only a delta.
+func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (e *record.Entry, fullPrompt []int, err error) {
 	ex, err := record.Extract(payload)
 	if err != nil {
-		return nil, fmt.Errorf("extracting token fields: %w", err)
+		return nil, nil, fmt.Errorf("extracting token fields: %w", err)
 	}
 	if !ex.Found {
-		return nil, errNoTokenIDs
+		return nil, nil, errNoTokenIDs
 	}
 	model, _ := payload["model"].(string)
-	e := &record.Entry{
+	e = &record.Entry{
 		SchemaVersion:      record.SchemaVersion,
 		RolloutID:          cc.rt.RolloutID,
 		ModelCallID:        cc.callID,
@@ -709,13 +729,14 @@ func (p *Proxy) buildEntry(cc *callCtx, payload map[string]any) (*record.Entry, 
 		prep = lineage.Prepare(cc.items)
 	}
 	if err := prep.Stamp(e, cc.decision); err != nil {
-		return nil, fmt.Errorf("stamping lineage: %w", err)
+		return nil, nil, fmt.Errorf("stamping lineage: %w", err)
 	}
-	if p.opts.DeltaRecords {
-		lineage.ApplyDelta(e, cc.decision)
+	full := e.PromptTokenIDs
+	if p.opts.DeltaRecords && lineage.ApplyDelta(e, cc.decision) {
+		fullPrompt = full
 	}
 	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("validating the record: %w", err)
+		return nil, nil, fmt.Errorf("validating the record: %w", err)
 	}
-	return e, nil
+	return e, fullPrompt, nil
 }

@@ -182,7 +182,7 @@ func (p *Proxy) requestItemsOf(cc *callCtx, d lineage.Dialect, body map[string]a
 	}
 	for _, v := range body {
 		if _, ok := v.(*lazyValue); ok {
-			cc.readItems = func() { p.requestItems(cc, d, decoded(body)) }
+			cc.readItems = func(prev *conversationMemo) { p.readLazyItems(cc, d, body, prev) }
 			return
 		}
 	}

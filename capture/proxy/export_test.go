@@ -38,3 +38,28 @@ func (p *Proxy) HandedRollouts() []string {
 	})
 	return ids
 }
+
+// ConversationHeld reports whether the rollout holds a conversation for
+// its next request (conversationMemo).
+func (p *Proxy) ConversationHeld(rolloutID string) bool {
+	v, ok := p.rollouts.Load(rolloutID)
+	return ok && v.(*rolloutLineage).conversation() != nil
+}
+
+// ListAfter decodes the JSON list after the list prev, as the capture path
+// does for a request that follows prev's request; ok is false when it
+// decoded nothing because list does not continue prev.
+func ListAfter(prev, list []byte) (decoded []any, ok bool) {
+	head := listHead(prev)
+	if head == nil {
+		return nil, false
+	}
+	elems, err := decodeAny(prev)
+	if err != nil {
+		return nil, false
+	}
+	return listAfter(list, &conversationMemo{head: head, elems: elems.([]any)})
+}
+
+// DecodeJSON decodes a value as the capture path does (exact numbers).
+func DecodeJSON(b []byte) (any, error) { return decodeAny(b) }

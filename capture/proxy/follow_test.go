@@ -45,28 +45,38 @@ func (c *countingFileStore) CheckLine(ctx context.Context, id string, at store.L
 	return c.FileStore.CheckLine(ctx, id, at)
 }
 
+// converseCounted sends one rollout's conversation of calls chat calls,
+// each repeating the one before with the reply and a user turn added,
+// through a proxy set up by mod in front of a counted file store, and
+// returns what it sent.
+func converseCounted(ctx SpecContext, rollout, system string, calls int, mod func(*proxy.Options)) (*store.FileStore, *countingFileStore, *proxy.Proxy, []map[string]any) {
+	GinkgoHelper()
+	fake := startFake()
+	fs, err := store.NewFileStore(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(fs.Close()).To(Succeed()) })
+	st := &countingFileStore{FileStore: fs}
+	p := startProxy(ctx, fake.URL(), st, mod)
+	url := p.URL() + "/ng-rollout/" + rollout + "/training-token-capture/v1/chat/completions"
+	msgs := []any{map[string]any{"role": "system", "content": system}, map[string]any{"role": "user", "content": "start"}}
+	var sent []map[string]any
+	for i := range calls {
+		body := map[string]any{"model": "policy", "messages": msgs}
+		sent = append(sent, body)
+		r := do(ctx, "POST", url, mustJSON(body), nil)
+		Expect(r.Status).To(Equal(200), string(r.Body))
+		asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		msgs = append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": asst["content"]},
+			map[string]any{"role": "user", "content": "more " + string(rune('a'+i))})
+	}
+	return fs, st, p, sent
+}
+
 var _ = Describe("parent resolution over the file store", func() {
 	DescribeTable("reads only the lines each call adds, never the whole rollout again",
 		func(ctx SpecContext, system string) {
-			fake := startFake()
-			fs, err := store.NewFileStore(GinkgoT().TempDir())
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func() { Expect(fs.Close()).To(Succeed()) })
-			st := &countingFileStore{FileStore: fs}
-			p := startProxy(ctx, fake.URL(), st, func(o *proxy.Options) { o.RequestTokenIDs = true })
-			url := p.URL() + "/ng-rollout/follow-1/training-token-capture/v1/chat/completions"
-			msgs := []any{map[string]any{"role": "system", "content": system}, map[string]any{"role": "user", "content": "start"}}
 			const calls = 12
-			var sent []map[string]any
-			for i := range calls {
-				body := map[string]any{"model": "policy", "messages": msgs}
-				sent = append(sent, body)
-				r := do(ctx, "POST", url, mustJSON(body), nil)
-				Expect(r.Status).To(Equal(200), string(r.Body))
-				asst := r.JSON()["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
-				msgs = append(slices.Clone(msgs), map[string]any{"role": "assistant", "content": asst["content"]},
-					map[string]any{"role": "user", "content": "more " + string(rune('a'+i))})
-			}
+			fs, st, p, sent := converseCounted(ctx, "follow-1", system, calls, func(o *proxy.Options) { o.RequestTokenIDs = true })
 			es, err := fs.ReadEntries(ctx, "follow-1")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(es).To(HaveLen(calls))
@@ -93,12 +103,29 @@ var _ = Describe("parent resolution over the file store", func() {
 			// keeps is the one entry its rollout committed last, handed over
 			// so the next call need not parse that line back, and counted.
 			Expect(p.HeldEntries()).To(BeZero())
-			expectHanded(p, es[len(es)-1])
+			expectHanded(p, es[len(es)-1], sent[len(sent)-1])
 		},
 		Entry("small requests, resolved before the engine call", "You are terse."),
 		// Above 32 KB the resolution runs while the engine generates.
 		Entry("large requests, resolved beside the engine call", strings.Repeat("Follow the repository's conventions. ", 1200)),
 	)
+
+	It("with delta records, reads no line back to materialise a parent's tokens", func(ctx SpecContext) {
+		const calls = 12
+		fs, st, _, _ := converseCounted(ctx, "delta-1", "You are terse.", calls, func(o *proxy.Options) { o.RequestTokenIDs = true; o.DeltaRecords = true })
+		es, err := fs.ReadEntries(ctx, "delta-1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(es).To(HaveLen(calls))
+		for i, e := range es[1:] {
+			Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved), "call %d: %s", i+1, e.ParentResolutionReason)
+			Expect(*e.ParentCallID).To(Equal(es[i].ModelCallID))
+			Expect(e.PromptIsDelta).To(BeTrue(), "call %d", i+1)
+		}
+		// Without the full prompt handed over, call n walks the chain back
+		// to the first call: n-1 lines read and parsed again.
+		Expect(st.lines.Load()).To(BeZero())
+		Expect(st.whole.Load()).To(BeZero())
+	})
 })
 
 // handedFor is what the proxy counts for an entry it hands to a follower:
@@ -118,15 +145,21 @@ func handedFor(e *record.Entry) int {
 // call, was handed over: handedFor(e), and with it the text of e's prompt
 // ids the rollout's next call reads its own after, counted as 8 bytes per
 // id and the engine reply the text lies in (the text and a few KB more).
-func expectHanded(p *proxy.Proxy, e *record.Entry) {
+// A request body of 32 KB or more also leaves its conversation, counted as
+// the body and twice its messages.
+func expectHanded(p *proxy.Proxy, e *record.Entry, body map[string]any) {
 	GinkgoHelper()
+	conversation := 0
+	if raw := mustJSON(body); len(raw) >= 32<<10 {
+		conversation = len(raw) + 2*len(mustJSON(body["messages"]))
+	}
 	entry := handedFor(e)
 	if entry == 0 {
-		Expect(p.HandedBytes()).To(BeZero())
+		Expect(p.HandedBytes()).To(BeEquivalentTo(conversation))
 		return
 	}
 	text := len(mustJSON(e.PromptTokenIDs))
-	least := entry + 8*len(e.PromptTokenIDs) + text
+	least := entry + 8*len(e.PromptTokenIDs) + text + conversation
 	Expect(p.HandedBytes()).To(BeNumerically(">=", least))
 	Expect(p.HandedBytes()).To(BeNumerically("<", least+16<<10))
 }

@@ -211,15 +211,20 @@ type Follower struct {
 	// and keeps those it took in handed until ForgetRead.
 	wrote  []wroteLine
 	handed map[string]bool
+	// full holds the full prompts of the handed delta records, by call id:
+	// Cumulative starts from one instead of walking the delta chain back
+	// to its anchor, one line read and parsed per call of the rollout.
+	full map[string][]int
 }
 
 // wroteLine is a line by its length and entry digest: a line read back is
 // the one written when its digest matches, the test the store's own
 // idempotency index makes.
 type wroteLine struct {
-	e      *record.Entry
-	length int
-	digest string
+	e          *record.Entry
+	length     int
+	digest     string
+	fullPrompt []int // a delta record's full prompt (WroteDelta), else nil
 }
 
 type followed struct {
@@ -247,6 +252,7 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 	wrote := f.wrote
 	f.wrote = nil
 	clear(f.handed)
+	clear(f.full)
 	if err != nil {
 		return nil, false, err
 	}
@@ -267,11 +273,17 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 			f.recent = map[string]*record.Entry{}
 		}
 		f.recent[e.ModelCallID] = e
-		if wasWritten(wrote, e) {
+		if w, ok := wasWritten(wrote, e); ok {
 			if f.handed == nil {
 				f.handed = map[string]bool{}
 			}
 			f.handed[e.ModelCallID] = true
+			if w.fullPrompt != nil {
+				if f.full == nil {
+					f.full = map[string][]int{}
+				}
+				f.full[e.ModelCallID] = w.fullPrompt
+			}
 		}
 	}
 	f.cur = t.Next
@@ -289,6 +301,18 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 // without hashing.
 func (f *Follower) Wrote(e *record.Entry, length int, digest string) {
 	f.wrote = append(f.wrote, wroteLine{e: e, length: length, digest: digest})
+}
+
+// WroteDelta is Wrote for a delta record (prompt_is_delta) whose full
+// prompt, its parent's cumulative tokens and then its own suffix, is
+// fullPrompt. Cumulative then answers for e from fullPrompt instead of
+// walking e's delta chain back to its anchor, which reads one line per
+// earlier call of the rollout; and CumulativeDigest names e's Digest, which
+// must be the token digest of fullPrompt and e's generation, as record's
+// StampLineage stamps the full record before the delta transform.
+// fullPrompt must not change afterwards.
+func (f *Follower) WroteDelta(e *record.Entry, length int, digest string, fullPrompt []int) {
+	f.wrote = append(f.wrote, wroteLine{e: e, length: length, digest: digest, fullPrompt: fullPrompt})
 }
 
 // ForgetWritten drops what Wrote handed over; the next Refresh parses every
@@ -312,18 +336,18 @@ func (f *Follower) written(line []byte) *record.Entry {
 	return nil
 }
 
-func wasWritten(wrote []wroteLine, e *record.Entry) bool {
+func wasWritten(wrote []wroteLine, e *record.Entry) (wroteLine, bool) {
 	for _, w := range wrote {
 		if w.e == e {
-			return true
+			return w, true
 		}
 	}
-	return false
+	return wroteLine{}, false
 }
 
 // ForgetRead drops the entries the last Refresh read; Cumulative then
 // reads every line from the store again.
-func (f *Follower) ForgetRead() { f.recent, f.handed = nil, nil }
+func (f *Follower) ForgetRead() { f.recent, f.handed, f.full = nil, nil, nil }
 
 // Holding is how many entries the follower holds from its last Refresh.
 func (f *Follower) Holding() int { return len(f.recent) }
@@ -333,9 +357,10 @@ func (f *Follower) Len() int { return len(f.lines) }
 
 // Cumulative returns a followed call's full prompt + generation, reading
 // its line (and, for a delta record, the lines back to its full-prompt
-// anchor).
+// anchor, or to a delta record handed over with its full prompt).
 func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error) {
 	var chain []*record.Entry
+	var anchor []int // the full prompt the chain's oldest entry was handed with
 	seen := map[string]bool{}
 	for id := callID; ; {
 		fl, ok := f.lines[id]
@@ -354,14 +379,24 @@ func (f *Follower) Cumulative(ctx context.Context, callID string) ([]int, error)
 		if !fl.delta {
 			break
 		}
+		if full := f.full[id]; full != nil && f.handed[id] {
+			anchor = full
+			break
+		}
 		if fl.parent == "" {
 			return nil, fmt.Errorf("delta record %s has no parent", id)
 		}
 		id = fl.parent
 	}
-	var out []int
-	for _, e := range slices.Backward(chain) {
-		out = append(out, e.PromptTokenIDs...)
+	n := len(anchor)
+	for _, e := range chain {
+		n += len(e.PromptTokenIDs) + len(e.GenerationTokenIDs)
+	}
+	out := append(make([]int, 0, n), anchor...)
+	for i, e := range slices.Backward(chain) {
+		if i < len(chain)-1 || anchor == nil {
+			out = append(out, e.PromptTokenIDs...)
+		}
 		out = append(out, e.GenerationTokenIDs...)
 	}
 	return out, nil
@@ -376,7 +411,7 @@ func (f *Follower) CumulativeDigest(ctx context.Context, callID string) ([]int, 
 	if err != nil {
 		return nil, "", err
 	}
-	if e := f.recent[callID]; f.handed[callID] && !e.PromptIsDelta && e.Digest != nil {
+	if e := f.recent[callID]; f.handed[callID] && (!e.PromptIsDelta || f.full[callID] != nil) && e.Digest != nil {
 		return tokens, *e.Digest, nil
 	}
 	return tokens, "", nil

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -134,6 +136,23 @@ var _ = Describe("following a rollout in the memory store", func() {
 	})
 })
 
+// followedStores are the stores a follower reads, each opened fresh for
+// an entry.
+func followedStores() []TableEntry {
+	return []TableEntry{
+		Entry("file store", func() (store.TailReader, store.CanonicalSink) {
+			fs, err := store.NewFileStore(GinkgoT().TempDir())
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(fs.Close)
+			return fs, fs
+		}),
+		Entry("memory store", func() (store.TailReader, store.CanonicalSink) {
+			ms := store.NewMemoryStore()
+			return ms, ms
+		}),
+	}
+}
+
 var _ = Describe("a follower told what its process wrote", func() {
 	// put stores e through the canonical path a proxy takes and returns the
 	// line's length and digest.
@@ -143,20 +162,6 @@ var _ = Describe("a follower told what its process wrote", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(sink.PutCanonical(ctx, e, canonical, digest)).To(Succeed())
 		return len(canonical), digest
-	}
-	stores := func() []TableEntry {
-		return []TableEntry{
-			Entry("file store", func() (store.TailReader, store.CanonicalSink) {
-				fs, err := store.NewFileStore(GinkgoT().TempDir())
-				Expect(err).NotTo(HaveOccurred())
-				DeferCleanup(fs.Close)
-				return fs, fs
-			}),
-			Entry("memory store", func() (store.TailReader, store.CanonicalSink) {
-				ms := store.NewMemoryStore()
-				return ms, ms
-			}),
-		}
 	}
 
 	// handedFirst puts a rollout's first entry and hands it to a new
@@ -196,7 +201,7 @@ var _ = Describe("a follower told what its process wrote", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(digest).To(BeEmpty(), "a parsed line's digest is hashed by whoever needs it")
 		},
-		stores(),
+		followedStores(),
 	)
 
 	DescribeTable("forgets what it was handed once a refresh has passed, whether or not it saw the line",
@@ -220,7 +225,71 @@ var _ = Describe("a follower told what its process wrote", func() {
 			Expect(added).To(HaveLen(1))
 			Expect(added[0]).NotTo(BeIdenticalTo(want[1]), "the refresh that passed without it dropped it")
 		},
-		stores(),
+		followedStores(),
+	)
+})
+
+var _ = Describe("a follower handed a delta record with its full prompt", func() {
+	// deltaOf is nextCall(parent) stored as a delta record, as the proxy's
+	// delta transform leaves it, with the full prompt it was cut from.
+	deltaOf := func(parent *record.Entry, parentCum []int, callID string) (*record.Entry, []int) {
+		e := newEntry(parent.RolloutID, callID, 900, 901)
+		full := append(slices.Clone(parentCum), 42)
+		e.PromptTokenIDs = full
+		Expect(e.StampLineage(record.ResolutionResolved, parent.ModelCallID, "", nil)).To(Succeed())
+		e.PromptTokenIDs, e.PromptIsDelta = []int{42}, true
+		Expect(e.Validate()).To(Succeed())
+		return e, full
+	}
+
+	DescribeTable("answers its cumulative tokens and digest without walking the chain back",
+		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
+			src, sink := open()
+			put := func(e *record.Entry) (int, string) {
+				GinkgoHelper()
+				canonical, digest, err := store.CanonicalLine(e)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(sink.PutCanonical(ctx, e, canonical, digest)).To(Succeed())
+				return len(canonical), digest
+			}
+			root := newEntry("dchain", "call-000")
+			put(root)
+			parent, cum := root, root.Cumulative()
+			var last *record.Entry
+			var lastFull []int
+			for i := 1; i <= 6; i++ {
+				last, lastFull = deltaOf(parent, cum, fmt.Sprintf("call-%03d", i))
+				cum = append(slices.Clone(lastFull), last.GenerationTokenIDs...)
+				parent = last
+				if i < 6 {
+					put(last)
+				}
+			}
+			counting := &countingReader{TailReader: src}
+			f := store.NewFollower(counting, "dchain")
+			_, _, err := f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			f.ForgetRead()
+
+			n, d := put(last)
+			f.WroteDelta(last, n, d, lastFull)
+			_, _, err = f.Refresh(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			tokens, digest, err := f.CumulativeDigest(ctx, last.ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(tokens).To(Equal(cum))
+			Expect(digest).To(Equal(*last.Digest))
+			Expect(counting.reads).To(BeZero(), "no line of the chain is read back")
+
+			By("once forgotten, the chain is walked back to its anchor, to the same tokens")
+			f.ForgetRead()
+			tokens, digest, err = f.CumulativeDigest(ctx, last.ModelCallID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(tokens).To(Equal(cum))
+			Expect(digest).To(BeEmpty())
+			Expect(counting.reads).To(Equal(7))
+		},
+		followedStores(),
 	)
 })
 
