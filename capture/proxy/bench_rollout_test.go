@@ -68,14 +68,59 @@ func (c *conversation) add(b *testing.B, msg map[string]any) {
 
 // body is the request with prefix's fields before messages and suffix's
 // after them, keys in encoding/json's order.
-func (c *conversation) body(prefix, suffix string) []byte {
+func (c *conversation) body(prefix, suffix string) []byte { return c.bodyFrom(0, prefix, suffix) }
+
+// bodyFrom is body with the messages from byte from of the encoded ones on
+// (past a leading system message that another field carries instead).
+func (c *conversation) bodyFrom(from int, prefix, suffix string) []byte {
 	out := make([]byte, 0, len(prefix)+len(c.messages)+len(suffix)+16)
 	out = append(out, prefix...)
 	out = append(out, `"messages":[`...)
-	out = append(out, c.messages...)
+	out = append(out, c.messages[from:]...)
 	out = append(out, ']')
 	return append(out, suffix...)
 }
+
+// longRolloutSystem is the rollout's system prompt; the Messages leg sends
+// it as the top-level system field.
+const longRolloutSystem = "You are a coding agent."
+
+// rolloutClient is how one leg's client speaks to the proxy: its route,
+// its request for the conversation so far, and a reply's assistant text
+// and prompt tokens.
+type rolloutClient struct {
+	route  string
+	body   func(c *conversation) []byte
+	answer func(reply map[string]any) (text any, promptTokens float64)
+}
+
+var (
+	chatClient = rolloutClient{
+		route: "/v1/chat/completions",
+		body:  func(c *conversation) []byte { return c.body(`{"max_tokens":8,`, `,"model":"policy"}`) },
+		answer: func(reply map[string]any) (any, float64) {
+			msg := reply["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			u, _ := reply["usage"].(map[string]any)
+			n, _ := u["prompt_tokens"].(float64)
+			return msg["content"], n
+		},
+	}
+	// messagesClient speaks Anthropic Messages, as Claude Code does; the
+	// proxy translates it to the same chat request the direct call sends.
+	messagesClient = rolloutClient{
+		route: "/v1/messages",
+		body: func(c *conversation) []byte {
+			skip := len(`{"content":"`+longRolloutSystem+`","role":"system"}`) + 1
+			return c.bodyFrom(skip, `{"max_tokens":8,`, `,"model":"policy","system":"`+longRolloutSystem+`"}`)
+		},
+		answer: func(reply map[string]any) (any, float64) {
+			block := reply["content"].([]any)[0].(map[string]any)
+			u, _ := reply["usage"].(map[string]any)
+			n, _ := u["input_tokens"].(float64)
+			return block["text"], n
+		},
+	}
+)
 
 // BenchmarkLongRollout runs one rollout of 200 chat calls whose prompts
 // grow to about 32k tokens, each call sent both through the proxy (capture
@@ -86,9 +131,11 @@ func (c *conversation) body(prefix, suffix string) []byte {
 // a per-call cost that grows with the number of earlier calls shows as a
 // rising ratio. With the file store it also reports the disk's own time for
 // the last call's durable append, as a ratio to the direct call. The
-// file-delta leg stores delta records (DeltaRecords, --delta-records).
+// messages leg sends the same conversation in the Anthropic Messages
+// dialect (memory store), and the file-delta leg stores delta records
+// (DeltaRecords, --delta-records).
 func BenchmarkLongRollout(b *testing.B) {
-	for _, kind := range []string{"memory", "file", "file-delta"} {
+	for _, kind := range []string{"memory", "messages", "file", "file-delta"} {
 		b.Run(kind, func(b *testing.B) { benchLongRollout(b, kind) })
 	}
 }
@@ -103,7 +150,7 @@ func benchLongRollout(b *testing.B, kind string) {
 	for it := 0; it < b.N; it++ {
 		var st proxy.Store = store.NewMemoryStore()
 		dir := b.TempDir()
-		if kind != "memory" {
+		if strings.HasPrefix(kind, "file") {
 			fs, err := store.NewFileStore(dir)
 			if err != nil {
 				b.Fatal(err)
@@ -117,15 +164,19 @@ func benchLongRollout(b *testing.B, kind string) {
 		if err := p.Start(ctx); err != nil {
 			b.Fatal(err)
 		}
-		url := fmt.Sprintf("%s/ng-rollout/long-%d/training-token-capture/v1/chat/completions", p.URL(), it)
+		cl := chatClient
+		if kind == "messages" {
+			cl = messagesClient
+		}
+		url := fmt.Sprintf("%s/ng-rollout/long-%d/training-token-capture%s", p.URL(), it, cl.route)
 		var conv conversation
-		conv.add(b, map[string]any{"role": "system", "content": "You are a coding agent."})
+		conv.add(b, map[string]any{"role": "system", "content": longRolloutSystem})
 		added := make([]float64, calls)
 		direct := make([]float64, calls)
 		var promptTokens float64
 		for i := range calls {
 			conv.add(b, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, turn)})
-			body := conv.body(`{"max_tokens":8,`, `,"model":"policy"}`)
+			body := cl.body(&conv)
 			directBody := conv.body(`{"logprobs":true,"max_tokens":8,`, `,"model":"policy","return_token_ids":true,"return_tokens_as_token_ids":true,"top_logprobs":0}`)
 			var viaProxy, viaDirect time.Duration
 			var reply map[string]any
@@ -138,11 +189,9 @@ func benchLongRollout(b *testing.B, kind string) {
 			}
 			added[i] = float64(viaProxy-viaDirect) / 1e3
 			direct[i] = float64(viaDirect) / 1e3
-			msg := reply["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
-			conv.add(b, map[string]any{"role": "assistant", "content": msg["content"]})
-			if u, ok := reply["usage"].(map[string]any); ok {
-				promptTokens, _ = u["prompt_tokens"].(float64)
-			}
+			var text any
+			text, promptTokens = cl.answer(reply)
+			conv.add(b, map[string]any{"role": "assistant", "content": text})
 		}
 		_ = p.Close()
 		_ = st.Close()
@@ -150,11 +199,11 @@ func benchLongRollout(b *testing.B, kind string) {
 		earlyRatio = append(earlyRatio, stats.Median(added[10:20])/stats.Median(direct[10:20]))
 		lateDirect = append(lateDirect, stats.Median(direct[calls-10:]))
 		lastPrompt = append(lastPrompt, promptTokens)
-		if kind != "memory" {
+		if strings.HasPrefix(kind, "file") {
 			floorRatio = append(floorRatio, durableFloor(b, dir, fmt.Sprintf("long-%d", it))/stats.Median(direct[calls-10:]))
 		}
 	}
-	if kind != "memory" {
+	if strings.HasPrefix(kind, "file") {
 		// What the disk alone takes for the durable append of the last
 		// call's record line (its intent, written ahead, is synced only for
 		// a call without a record), as a ratio to the direct call: the part

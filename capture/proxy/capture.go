@@ -41,11 +41,13 @@ type callCtx struct {
 	// members were left undecoded, after the rollout's previous request
 	// (conversationMemo); resolveParent runs it first.
 	readItems func(prev *conversationMemo)
-	// list and listRaw are the request's messages and their bytes when
-	// readItems read them; resume is the previous request's checkpoint
-	// when the list continues that request's.
+	// listRaw is the bytes of a large chat or Messages request's messages,
+	// and list those messages when readItems decoded them, in dialect;
+	// resume is the previous request's checkpoint when the list continues
+	// that request's (conversationMemo).
 	list    []any
 	listRaw []byte
+	dialect lineage.Dialect
 	resume  *lineage.Checkpoint
 	// prompt is the canonical text of the engine's prompt ids, which the
 	// record copies instead of formatting them (record.TokenText), and the
@@ -354,6 +356,8 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	if cc.readItems != nil {
 		cc.readItems(rl.conversation())
 		cc.readItems = nil
+	} else if cc.listRaw != nil {
+		cc.resume = resumeFrom(rl.conversation(), cc.dialect, cc.listRaw)
 	}
 	if cc.itemsErr {
 		return // the decision is already UNRESOLVED lookup_error

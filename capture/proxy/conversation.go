@@ -6,19 +6,49 @@ import (
 	"github.com/capbench/capbench/capture/lineage"
 )
 
-// conversationMemo is what a rollout's latest large chat request leaves for
-// the next (docs/capture-path.md#parent-resolution): its messages list up to
-// the end of the last element, those elements decoded, and the lineage
-// hash state after them. An agent's next request repeats the conversation
-// and adds a turn or two; when its list begins with the same bytes, only
-// the new elements are decoded and hashed, and a call's resolution no
+// conversationMemo is what a rollout's latest large chat or Messages
+// request leaves for the next (docs/capture-path.md#a-conversation-carried-to-the-next-call):
+// its messages list up to the end of the last element, for a chat request
+// those elements decoded, and the lineage hash state after them. An
+// agent's next request repeats the conversation and adds a turn or two;
+// when its list begins with the same bytes, only the new elements are
+// hashed (and, on the chat route, decoded), and a call's resolution no
 // longer grows with the number of earlier calls. It is never changed once
 // made.
 type conversationMemo struct {
-	head  []byte // the list's bytes up to the end of its last element
-	elems []any  // the list's elements, decoded
-	cp    *lineage.Checkpoint
-	bytes int64 // what it holds, counted in the rollout's handed bytes
+	dialect lineage.Dialect // the items are the list's as this dialect reads it
+	head    []byte          // the list's bytes up to the end of its last element
+	elems   []any           // the list's elements, decoded; nil for a Messages request
+	cp      *lineage.Checkpoint
+	bytes   int64 // what it holds, counted in the rollout's handed bytes
+}
+
+// continues reports whether the JSON array raw begins with head, a list's
+// bytes up to the end of an element, and returns the index of the comma or
+// closing bracket after it.
+func continues(raw, head []byte) (next int, ok bool) {
+	if !bytes.HasPrefix(raw, head) {
+		return 0, false
+	}
+	i := len(head)
+	for i < len(raw) && isJSONSpace(raw[i]) {
+		i++
+	}
+	// Anything else means the last shared element goes on (a longer
+	// number): head is not a prefix of raw's elements.
+	return i, i < len(raw) && (raw[i] == ',' || raw[i] == ']')
+}
+
+// resumeFrom is prev's checkpoint when a request of dialect d whose
+// messages are raw continues prev's list, else nil.
+func resumeFrom(prev *conversationMemo, d lineage.Dialect, raw []byte) *lineage.Checkpoint {
+	if prev == nil || prev.dialect != d {
+		return nil
+	}
+	if _, ok := continues(raw, prev.head); !ok {
+		return nil
+	}
+	return prev.cp
 }
 
 // listAfter decodes the JSON array raw (a checked lazyValue's bytes) when
@@ -26,26 +56,18 @@ type conversationMemo struct {
 // after them are decoded. ok is false when raw does not begin with prev's
 // elements, and the caller decodes the whole list.
 func listAfter(raw []byte, prev *conversationMemo) (list []any, ok bool) {
-	if prev == nil || !bytes.HasPrefix(raw, prev.head) {
+	if prev == nil || prev.elems == nil || prev.dialect != lineage.DialectChat {
 		return nil, false
 	}
-	rest := raw[len(prev.head):]
-	i := 0
-	for i < len(rest) && isJSONSpace(rest[i]) {
-		i++
-	}
-	if i == len(rest) {
+	i, ok := continues(raw, prev.head)
+	if !ok {
 		return nil, false
 	}
-	switch rest[i] {
-	case ']': // the same list
+	if raw[i] == ']' { // the same list
 		return prev.elems[:len(prev.elems):len(prev.elems)], true
-	case ',': // the same elements first, and more after them
-	default: // the last shared element goes on (a longer number): not a prefix
-		return nil, false
 	}
-	tail := make([]byte, 0, len(rest)-i)
-	tail = append(append(tail, '['), rest[i+1:]...)
+	tail := make([]byte, 0, len(raw)-i)
+	tail = append(append(tail, '['), raw[i+1:]...)
 	v, err := decodeAny(tail)
 	more, isList := v.([]any)
 	if err != nil || !isList {
@@ -66,6 +88,21 @@ func listHead(raw []byte) []byte {
 		return nil
 	}
 	return head
+}
+
+// lastArrayMember is the bytes of the last member key of an object split
+// into members (a repeated member replaces the earlier one, as decoding
+// does) when it is an array, else nil.
+func lastArrayMember(members []rawMember, key string) []byte {
+	for i := len(members) - 1; i >= 0; i-- {
+		if members[i].key == key {
+			if raw := members[i].raw; len(raw) > 0 && raw[0] == '[' {
+				return raw
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
@@ -92,7 +129,7 @@ func (p *Proxy) readLazyItems(cc *callCtx, d lineage.Dialect, body map[string]an
 	if cc.itemsErr || list == nil {
 		return
 	}
-	cc.list, cc.listRaw = list, lv.raw
+	cc.list, cc.listRaw, cc.dialect = list, lv.raw, d
 	if reused {
 		cc.resume = prev.cp
 	}
@@ -123,7 +160,10 @@ func (p *Proxy) rememberConversation(cc *callCtx) {
 	}
 	// The head keeps the whole body alive; decoded messages are about
 	// twice their JSON.
-	m := &conversationMemo{head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw) + 2*len(cc.listRaw))}
+	m := &conversationMemo{dialect: cc.dialect, head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw))}
+	if cc.list != nil {
+		m.bytes += int64(2 * len(cc.listRaw))
+	}
 	rl := cc.rl
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,6 +39,19 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		Entry("an empty previous list", `[]`, `[{"a":1}]`, false),
 	)
 
+	DescribeTable("resumes only a request of the same dialect whose list continues the previous one",
+		func(prevDialect lineage.Dialect, prev string, dialect lineage.Dialect, list string, resumed bool) {
+			Expect(proxy.ResumesFrom(prevDialect, []byte(prev), dialect, []byte(list))).To(Equal(resumed))
+		},
+		Entry("Messages after Messages", lineage.DialectMessages, `[{"a":1}]`, lineage.DialectMessages, `[{"a":1},{"b":2}]`, true),
+		Entry("chat after chat", lineage.DialectChat, `[{"a":1}]`, lineage.DialectChat, `[{"a":1},{"b":2}]`, true),
+		// The Messages route drops thinking blocks from the items it
+		// hashes; the chat route keeps every content part.
+		Entry("chat after Messages", lineage.DialectMessages, `[{"a":1}]`, lineage.DialectChat, `[{"a":1},{"b":2}]`, false),
+		Entry("Messages after chat", lineage.DialectChat, `[{"a":1}]`, lineage.DialectMessages, `[{"a":1},{"b":2}]`, false),
+		Entry("an earlier turn changed", lineage.DialectMessages, `[{"a":1}]`, lineage.DialectMessages, `[{"a":2},{"b":2}]`, false),
+	)
+
 	// A long system turn makes every request larger than the size from
 	// which the capture path reads messages beside the engine call.
 	system := map[string]any{"role": "system", "content": strings.Repeat("Follow the repository's conventions. ", 1200)}
@@ -63,20 +77,7 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		}
 		return out
 	}
-	// contextDigest is the conversation digest of body's items, worked out
-	// from the body alone.
-	contextDigest := func(body map[string]any) string {
-		GinkgoHelper()
-		var decoded map[string]any
-		dec := json.NewDecoder(strings.NewReader(string(mustJSON(body))))
-		dec.UseNumber()
-		Expect(dec.Decode(&decoded)).To(Succeed())
-		items, err := lineage.RequestItems(lineage.DialectChat, decoded)
-		Expect(err).NotTo(HaveOccurred())
-		d, err := lineage.ConversationDigest(items)
-		Expect(err).NotTo(HaveOccurred())
-		return d
-	}
+	contextDigest := func(body map[string]any) string { return digestOf(lineage.DialectChat, body) }
 	newest := func(ctx SpecContext, st testStore, rollout string) *record.Entry {
 		GinkgoHelper()
 		es := entries(ctx, st, rollout)
@@ -137,6 +138,62 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		}),
 	)
 
+	Describe("on the Messages route", func() {
+		messagesURL := func(p *proxy.Proxy, id string) string {
+			return p.URL() + "/ng-rollout/" + id + "/training-token-capture/v1/messages"
+		}
+		first := func() map[string]any {
+			return map[string]any{"model": "policy", "max_tokens": 16, "system": system["content"],
+				"messages": []any{map[string]any{"role": "user", "content": "start"}},
+				"tools":    []any{map[string]any{"name": "bash", "input_schema": map[string]any{"type": "object"}}}}
+		}
+		nextMessages := func(c call, user string) map[string]any {
+			out := maps.Clone(c.body)
+			out["messages"] = append(slices.Clone(c.body["messages"].([]any)), map[string]any{"role": "assistant", "content": c.reply["content"]},
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": user}}})
+			return out
+		}
+		messagesDigest := func(body map[string]any) string { return digestOf(lineage.DialectMessages, body) }
+
+		It("links every call to the one before, with the digest of its own items", func(ctx SpecContext) {
+			st, p, _ := setup(ctx, "file")
+			c := send(ctx, messagesURL(p, "msgs"), first())
+			prev := newest(ctx, st, "msgs")
+			for i := range 5 {
+				c = send(ctx, messagesURL(p, "msgs"), nextMessages(c, fmt.Sprintf("step %d", i)))
+				Expect(p.ConversationHeld("msgs")).To(BeTrue())
+				e := newest(ctx, st, "msgs")
+				Expect(*e.ParentResolution).To(Equal(record.ResolutionResolved), e.ParentResolutionReason)
+				Expect(*e.ParentCallID).To(Equal(prev.ModelCallID))
+				Expect(e.ContinuationContextDigest).To(Equal(messagesDigest(c.body)))
+				prev = e
+			}
+		})
+
+		DescribeTable("hashes a request again whose earlier turns or tools changed",
+			func(ctx SpecContext, change func(map[string]any)) {
+				st, p, _ := setup(ctx, "memory")
+				c := send(ctx, messagesURL(p, "medit"), first())
+				c = send(ctx, messagesURL(p, "medit"), nextMessages(c, "go on"))
+				body := nextMessages(c, "and again")
+				change(body)
+				send(ctx, messagesURL(p, "medit"), body)
+				e := newest(ctx, st, "medit")
+				Expect(e.ContinuationContextDigest).To(Equal(messagesDigest(body)))
+				Expect(*e.ParentResolution).To(Equal(record.ResolutionUnresolved))
+			},
+			Entry("the first user turn rewritten", func(body map[string]any) {
+				body["messages"].([]any)[0] = map[string]any{"role": "user", "content": "begin"}
+			}),
+			Entry("the tools changed", func(body map[string]any) {
+				body["tools"] = []any{map[string]any{"name": "cat", "input_schema": map[string]any{"type": "object"}}}
+			}),
+			Entry("the system prompt changed", func(body map[string]any) {
+				body["system"] = "You are terse."
+			}),
+		)
+	})
+
 	It("serves calls of one rollout sent at once from the same conversation", func(ctx SpecContext) {
 		st, _, url := setup(ctx, "memory")
 		c := send(ctx, url("fan"), map[string]any{"model": "policy", "messages": []any{system, map[string]any{"role": "user", "content": "start"}}})
@@ -189,3 +246,18 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		Expect(p.HandedBytes()).To(BeZero())
 	})
 })
+
+// digestOf is the conversation digest of a request body's items in dialect
+// d, worked out from the body alone.
+func digestOf(d lineage.Dialect, body map[string]any) string {
+	GinkgoHelper()
+	var decoded map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(mustJSON(body))))
+	dec.UseNumber()
+	Expect(dec.Decode(&decoded)).To(Succeed())
+	items, err := lineage.RequestItems(d, decoded)
+	Expect(err).NotTo(HaveOccurred())
+	digest, err := lineage.ConversationDigest(items)
+	Expect(err).NotTo(HaveOccurred())
+	return digest
+}

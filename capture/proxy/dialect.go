@@ -118,6 +118,11 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	cc.raw = raw
+	if cc.capture && rt.APIPath == pathMessages && len(raw) >= resolveAheadBytes {
+		// The list a conversation carried from the rollout's previous
+		// request is compared with (conversationMemo).
+		cc.listRaw = lastArrayMember(members, "messages")
+	}
 	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
 		if members != nil {
 			cc.req = rawObjectOf(body, members)

@@ -19,6 +19,7 @@ func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callC
 	}
 	stream := streamRequested(body)
 	p.requestItems(cc, lineage.DialectMessages, withoutThinking(body))
+	cc.dialect = lineage.DialectMessages // of cc.listRaw, when serveDialect kept it
 	ctx := r.Context()
 	id := newResponseID()
 	stops := anthropic.StopSequences(body)

@@ -142,7 +142,7 @@ var _ = Describe("Generate", func() {
 			"row chaos-kill:", "row chaos-idle-conns:", "row chaos-watch:"),
 		Entry("a benchmark the output no longer has",
 			[]figures.Row{goRow("long-rollout", "LongRollout", `{{.Med "LongRollout/nats" "added/direct@200" | f 1}}`)}, nil,
-			"row long-rollout", `no benchmark "LongRollout/nats"`, "LongRollout/file, LongRollout/file-delta, LongRollout/memory"),
+			"row long-rollout", `no benchmark "LongRollout/nats"`, "LongRollout/file, LongRollout/file-delta, LongRollout/memory, LongRollout/messages"),
 		Entry("a run with no benchmark lines (skipped or renamed)",
 			[]figures.Row{{Name: "chaos", What: "w", Figure: "x", Runs: []figures.Run{{Kind: figures.GoTest, Args: []string{"test"}}}}}, nil,
 			"row chaos", "no benchmark result lines"),

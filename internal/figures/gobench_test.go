@@ -66,7 +66,7 @@ var _ = Describe("ParseGoBench", func() {
 	It("names what the output has when a benchmark or a unit is missing", func() {
 		set := parseSaved("long-rollout")
 		_, err := set.Med("LongRollout/nats", "added/direct@200")
-		Expect(err).To(MatchError(And(ContainSubstring(`"LongRollout/nats"`), ContainSubstring("LongRollout/file, LongRollout/file-delta, LongRollout/memory"))))
+		Expect(err).To(MatchError(And(ContainSubstring(`"LongRollout/nats"`), ContainSubstring("LongRollout/file, LongRollout/file-delta, LongRollout/memory, LongRollout/messages"))))
 		_, err = set.Med("LongRollout/file", "added/direct@300")
 		Expect(err).To(MatchError(ContainSubstring("added/direct@200")))
 	})
