@@ -41,10 +41,10 @@ type callCtx struct {
 	// members were left undecoded, after the rollout's previous request
 	// (conversationMemo); resolveParent runs it first.
 	readItems func(prev *conversationMemo)
-	// listRaw is the bytes of a large chat or Messages request's messages,
-	// and list those messages when readItems decoded them, in dialect;
-	// resume is the previous request's checkpoint when the list continues
-	// that request's (conversationMemo).
+	// list and listRaw are a large chat or Messages request's messages,
+	// decoded (readItems, messagesAfter) and as the client sent them, in
+	// dialect; resume is the previous request's checkpoint when the list
+	// continues that request's (conversationMemo).
 	list    []any
 	listRaw []byte
 	dialect lineage.Dialect
@@ -356,8 +356,6 @@ func (p *Proxy) resolveParent(ctx context.Context, cc *callCtx) {
 	if cc.readItems != nil {
 		cc.readItems(rl.conversation())
 		cc.readItems = nil
-	} else if cc.listRaw != nil {
-		cc.resume = resumeFrom(rl.conversation(), cc.dialect, cc.listRaw)
 	}
 	if cc.itemsErr {
 		return // the decision is already UNRESOLVED lookup_error

@@ -8,17 +8,16 @@ import (
 
 // conversationMemo is what a rollout's latest large chat or Messages
 // request leaves for the next (docs/capture-path.md#a-conversation-carried-to-the-next-call):
-// its messages list up to the end of the last element, for a chat request
-// those elements decoded, and the lineage hash state after them. An
-// agent's next request repeats the conversation and adds a turn or two;
-// when its list begins with the same bytes, only the new elements are
-// hashed (and, on the chat route, decoded), and a call's resolution no
-// longer grows with the number of earlier calls. It is never changed once
-// made.
+// its messages list up to the end of the last element, those elements
+// decoded, and the lineage hash state after them. An agent's next request
+// repeats the conversation and adds a turn or two; when its list begins
+// with the same bytes, only the new elements are decoded and hashed, and a
+// call's resolution no longer grows with the number of earlier calls. It is
+// never changed once made.
 type conversationMemo struct {
 	dialect lineage.Dialect // the items are the list's as this dialect reads it
 	head    []byte          // the list's bytes up to the end of its last element
-	elems   []any           // the list's elements, decoded; nil for a Messages request
+	elems   []any           // the list's elements, decoded
 	cp      *lineage.Checkpoint
 	bytes   int64 // what it holds, counted in the rollout's handed bytes
 }
@@ -39,24 +38,12 @@ func continues(raw, head []byte) (next int, ok bool) {
 	return i, i < len(raw) && (raw[i] == ',' || raw[i] == ']')
 }
 
-// resumeFrom is prev's checkpoint when a request of dialect d whose
-// messages are raw continues prev's list, else nil.
-func resumeFrom(prev *conversationMemo, d lineage.Dialect, raw []byte) *lineage.Checkpoint {
-	if prev == nil || prev.dialect != d {
-		return nil
-	}
-	if _, ok := continues(raw, prev.head); !ok {
-		return nil
-	}
-	return prev.cp
-}
-
 // listAfter decodes the JSON array raw (a checked lazyValue's bytes) when
 // it continues prev's list: prev's elements are reused and only the ones
 // after them are decoded. ok is false when raw does not begin with prev's
 // elements, and the caller decodes the whole list.
-func listAfter(raw []byte, prev *conversationMemo) (list []any, ok bool) {
-	if prev == nil || prev.elems == nil || prev.dialect != lineage.DialectChat {
+func listAfter(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, ok bool) {
+	if prev == nil || prev.elems == nil || prev.dialect != d {
 		return nil, false
 	}
 	i, ok := continues(raw, prev.head)
@@ -90,21 +77,6 @@ func listHead(raw []byte) []byte {
 	return head
 }
 
-// lastArrayMember is the bytes of the last member key of an object split
-// into members (a repeated member replaces the earlier one, as decoding
-// does) when it is an array, else nil.
-func lastArrayMember(members []rawMember, key string) []byte {
-	for i := len(members) - 1; i >= 0; i-- {
-		if members[i].key == key {
-			if raw := members[i].raw; len(raw) > 0 && raw[0] == '[' {
-				return raw
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // readLazyItems reads the request items of a chat body whose messages were
@@ -117,7 +89,7 @@ func (p *Proxy) readLazyItems(cc *callCtx, d lineage.Dialect, body map[string]an
 		p.requestItems(cc, d, decoded(body))
 		return
 	}
-	list, reused := listAfter(lv.raw, prev)
+	list, reused := listAfter(lv.raw, prev, d)
 	if reused {
 		with := cloneMap(body)
 		with["messages"] = list
@@ -135,6 +107,38 @@ func (p *Proxy) readLazyItems(cc *callCtx, d lineage.Dialect, body map[string]an
 	}
 }
 
+// messagesAfter decodes a Messages body's messages, left undecoded by
+// serveDialect, after the rollout's previous request where its list
+// continues that one's (listAfter), and returns the body with them. The
+// translation to chat reads every message, so they are decoded before the
+// engine call; the lineage hashes resume from the previous request's
+// checkpoint in the resolution.
+func (p *Proxy) messagesAfter(cc *callCtx, body map[string]any) map[string]any {
+	lv, ok := body["messages"].(*lazyValue)
+	if !ok {
+		return body
+	}
+	var prev *conversationMemo
+	if v, ok := p.rollouts.Load(cc.rt.RolloutID); ok {
+		prev = v.(*rolloutLineage).conversation()
+	}
+	out := cloneMap(body)
+	list, reused := listAfter(lv.raw, prev, lineage.DialectMessages)
+	if !reused {
+		out["messages"] = lv.value()
+		list, _ = lv.value().([]any)
+	} else {
+		out["messages"] = list
+	}
+	if list != nil {
+		cc.list, cc.listRaw, cc.dialect = list, lv.raw, lineage.DialectMessages
+		if reused {
+			cc.resume = prev.cp
+		}
+	}
+	return out
+}
+
 // conversation is the rollout's memo, or nil.
 func (rl *rolloutLineage) conversation() *conversationMemo {
 	rl.mu.Lock()
@@ -147,7 +151,7 @@ func (rl *rolloutLineage) conversation() *conversationMemo {
 // holds the request body and the decoded messages. A call whose items did
 // not hash, or that finds the budget spent, leaves none.
 func (p *Proxy) rememberConversation(cc *callCtx) {
-	if cc.listRaw == nil || cc.prep == nil || cc.rl == nil {
+	if cc.list == nil || cc.prep == nil || cc.rl == nil {
 		return
 	}
 	head := listHead(cc.listRaw)
@@ -160,10 +164,7 @@ func (p *Proxy) rememberConversation(cc *callCtx) {
 	}
 	// The head keeps the whole body alive; decoded messages are about
 	// twice their JSON.
-	m := &conversationMemo{dialect: cc.dialect, head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw))}
-	if cc.list != nil {
-		m.bytes += int64(2 * len(cc.listRaw))
-	}
+	m := &conversationMemo{dialect: cc.dialect, head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw) + 2*len(cc.listRaw))}
 	rl := cc.rl
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

@@ -105,8 +105,13 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	lazy := ""
-	if cc.capture && rt.APIPath == pathChat && len(raw) >= resolveAheadBytes {
-		lazy = "messages" // read by the resolution beside the engine call (requestItemsOf)
+	if cc.capture && len(raw) >= resolveAheadBytes {
+		switch rt.APIPath {
+		case pathChat:
+			lazy = "messages" // read by the resolution beside the engine call (requestItemsOf)
+		case pathMessages:
+			lazy = "messages" // decoded after the rollout's previous request (messagesAfter)
+		}
 	}
 	body, members, err := decodeObjectMembers(raw, lazy)
 	if err != nil {
@@ -118,11 +123,6 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	cc.raw = raw
-	if cc.capture && rt.APIPath == pathMessages && len(raw) >= resolveAheadBytes {
-		// The list a conversation carried from the rollout's previous
-		// request is compared with (conversationMemo).
-		cc.listRaw = lastArrayMember(members, "messages")
-	}
 	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
 		if members != nil {
 			cc.req = rawObjectOf(body, members)

@@ -60,19 +60,19 @@ func ListAfter(prev, list []byte) (decoded []any, ok bool) {
 	if err != nil {
 		return nil, false
 	}
-	return listAfter(list, &conversationMemo{dialect: lineage.DialectChat, head: head, elems: elems.([]any)})
+	return listAfter(list, &conversationMemo{dialect: lineage.DialectChat, head: head, elems: elems.([]any)}, lineage.DialectChat)
 }
 
 // DecodeJSON decodes a value as the capture path does (exact numbers).
 func DecodeJSON(b []byte) (any, error) { return decodeAny(b) }
 
 // ResumesFrom reports whether a request of dialect d with messages list
-// resumes from the conversation a request of prevDialect with messages
-// prev left.
+// reuses the conversation a request of prevDialect with messages prev left.
 func ResumesFrom(prevDialect lineage.Dialect, prev []byte, d lineage.Dialect, list []byte) bool {
-	cp, ok := lineage.Prepare(nil).Checkpoint()
-	if !ok {
+	elems, err := decodeAny(prev)
+	if err != nil {
 		return false
 	}
-	return resumeFrom(&conversationMemo{dialect: prevDialect, head: listHead(prev), cp: cp}, d, list) != nil
+	_, ok := listAfter(list, &conversationMemo{dialect: prevDialect, head: listHead(prev), elems: elems.([]any)}, d)
+	return ok
 }
