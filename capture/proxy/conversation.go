@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/capbench/capbench/capture/lineage"
+	"github.com/capbench/capbench/internal/jsonscan"
 )
 
 // conversationMemo is what a rollout's latest large chat or Messages
@@ -29,10 +30,7 @@ func continues(raw, head []byte) (next int, ok bool) {
 	if !bytes.HasPrefix(raw, head) {
 		return 0, false
 	}
-	i := len(head)
-	for i < len(raw) && isJSONSpace(raw[i]) {
-		i++
-	}
+	i := jsonscan.SkipWS(raw, len(head))
 	// Anything else means the last shared element goes on (a longer
 	// number): head is not a prefix of raw's elements.
 	return i, i < len(raw) && (raw[i] == ',' || raw[i] == ']')
@@ -77,64 +75,47 @@ func listHead(raw []byte) []byte {
 	return head
 }
 
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // readLazyItems reads the request items of a chat body whose messages were
 // left undecoded (requestItemsOf), after the rollout's previous request
-// where its list continues that one's; cc.resume is then the checkpoint
-// the lineage hashes resume from.
+// where its list continues that one's.
 func (p *Proxy) readLazyItems(cc *callCtx, d lineage.Dialect, body map[string]any, prev *conversationMemo) {
-	lv, _ := body["messages"].(*lazyValue)
-	if lv == nil {
-		p.requestItems(cc, d, decoded(body))
-		return
-	}
-	list, reused := listAfter(lv.raw, prev, d)
-	if reused {
-		with := cloneMap(body)
-		with["messages"] = list
-		p.requestItems(cc, d, decoded(with))
-	} else {
-		p.requestItems(cc, d, decoded(body))
-		list, _ = lv.value().([]any)
-	}
-	if cc.itemsErr || list == nil {
-		return
-	}
-	cc.list, cc.listRaw, cc.dialect = list, lv.raw, d
-	if reused {
-		cc.resume = prev.cp
-	}
+	p.requestItems(cc, d, decoded(messagesAfter(cc, body, prev, d)))
 }
 
-// messagesAfter decodes a Messages body's messages, left undecoded by
-// serveDialect, after the rollout's previous request where its list
-// continues that one's (listAfter), and returns the body with them. The
-// translation to chat reads every message, so they are decoded before the
-// engine call; the lineage hashes resume from the previous request's
-// checkpoint in the resolution.
-func (p *Proxy) messagesAfter(cc *callCtx, body map[string]any) map[string]any {
-	lv, ok := body["messages"].(*lazyValue)
-	if !ok {
-		return body
-	}
+// messagesAfterPrevious is messagesAfter for a Messages body, after the
+// rollout's previous request. The translation to chat reads every
+// message, so they are decoded before the engine call; the lineage hashes
+// resume in the resolution.
+func (p *Proxy) messagesAfterPrevious(cc *callCtx, body map[string]any) map[string]any {
 	var prev *conversationMemo
 	if v, ok := p.rollouts.Load(cc.rt.RolloutID); ok {
 		prev = v.(*rolloutLineage).conversation()
 	}
+	return messagesAfter(cc, body, prev, lineage.DialectMessages)
+}
+
+// messagesAfter returns body with its messages, left undecoded by
+// serveDialect, decoded after prev's list where they continue it
+// (listAfter), and keeps them in cc for the rollout's next request
+// (rememberConversation); cc.resume is then prev's checkpoint. A body
+// without undecoded messages is returned as it is.
+func messagesAfter(cc *callCtx, body map[string]any, prev *conversationMemo, d lineage.Dialect) map[string]any {
+	lv, ok := body["messages"].(*lazyValue)
+	if !ok {
+		return body
+	}
 	out := cloneMap(body)
-	list, reused := listAfter(lv.raw, prev, lineage.DialectMessages)
-	if !reused {
+	list, reused := listAfter(lv.raw, prev, d)
+	if reused {
+		out["messages"] = list
+		cc.resume = prev.cp
+	} else {
 		out["messages"] = lv.value()
 		list, _ = lv.value().([]any)
-	} else {
-		out["messages"] = list
 	}
 	if list != nil {
-		cc.list, cc.listRaw, cc.dialect = list, lv.raw, lineage.DialectMessages
-		if reused {
-			cc.resume = prev.cp
-		}
+		cc.list, cc.listRaw, cc.dialect = list, lv.raw, d
 	}
 	return out
 }

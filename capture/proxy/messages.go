@@ -12,7 +12,7 @@ import (
 // handleMessages serves the Anthropic Messages API through chat: the capture
 // payload is a Responses object (docs/record.md#reading-tokens-from-a-served-reply) whose id is reused as the message id.
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
-	body = p.messagesAfter(cc, body)
+	body = p.messagesAfterPrevious(cc, body)
 	out, err := anthropic.ToChatRaw(body, messagesRaw(cc.raw))
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
