@@ -75,7 +75,6 @@ func listHead(raw []byte) []byte {
 	return head
 }
 
-
 // readLazyItems reads the request items of a chat body whose messages were
 // left undecoded (requestItemsOf), after the rollout's previous request
 // where its list continues that one's.
