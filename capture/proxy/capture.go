@@ -690,11 +690,12 @@ func (p *Proxy) put(ctx context.Context, e *record.Entry) (length int, digest st
 	if !ok {
 		return 0, "", p.opts.Store.Put(ctx, e)
 	}
-	canonical, digest, err := store.CanonicalLine(e)
+	canonical, err := store.EncodeLine(e)
 	if err != nil {
 		return 0, "", err
 	}
-	if err := cs.PutCanonical(ctx, e, canonical, digest); err != nil {
+	digest, err = cs.PutCanonical(ctx, e, canonical)
+	if err != nil {
 		return 0, "", err
 	}
 	return len(canonical), digest, nil

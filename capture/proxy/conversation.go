@@ -119,6 +119,19 @@ func messagesAfter(cc *callCtx, body map[string]any, prev *conversationMemo, d l
 	return out
 }
 
+// previousList is the head of the rollout's latest remembered list (nil
+// when there is none), which its next request's list likely begins with.
+func (p *Proxy) previousList(rolloutID string) []byte {
+	v, ok := p.rollouts.Load(rolloutID)
+	if !ok {
+		return nil
+	}
+	if m := v.(*rolloutLineage).conversation(); m != nil {
+		return m.head
+	}
+	return nil
+}
+
 // conversation is the rollout's memo, or nil.
 func (rl *rolloutLineage) conversation() *conversationMemo {
 	rl.mu.Lock()

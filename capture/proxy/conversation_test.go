@@ -39,6 +39,28 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		Entry("an empty previous list", `[]`, `[{"a":1}]`, false),
 	)
 
+	// The request's list is checked only after the bytes it shares with the
+	// previous one: what follows them must still be checked in full.
+	DescribeTable("checks a request's list after the previous one's bytes as a whole scan does",
+		func(prev, body string) {
+			got, ok := proxy.DecodeRequestAfter([]byte(body), []byte(prev))
+			Expect(ok).To(Equal(json.Valid([]byte(body))), body)
+			if ok {
+				want, err := proxy.DecodeJSON([]byte(body))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(got).To(Equal(want))
+			}
+		},
+		Entry("one element more", `[{"a":1}]`, `{"model":"m","messages":[{"a":1},{"b":2}],"n":1}`),
+		Entry("the same list", `[{"a":1}]`, `{"messages":[{"a":1}]}`),
+		Entry("a bad element after the shared ones", `[{"a":1}]`, `{"messages":[{"a":1},{"b":}]}`),
+		Entry("a trailing comma", `[{"a":1}]`, `{"messages":[{"a":1},]}`),
+		Entry("a shared number that goes on", `[1,2]`, `{"messages":[1,23]}`),
+		Entry("a list left open", `[{"a":1}]`, `{"messages":[{"a":1},{"b":2}}`),
+		Entry("an earlier element changed", `[{"a":1}]`, `{"messages":[{"a":2},{"b":2}]}`),
+		Entry("bad bytes after the list", `[{"a":1}]`, `{"messages":[{"a":1},{"b":2}] x}`),
+	)
+
 	DescribeTable("resumes only a request of the same dialect whose list continues the previous one",
 		func(prevDialect lineage.Dialect, prev string, dialect lineage.Dialect, list string, resumed bool) {
 			Expect(proxy.ResumesFrom(prevDialect, []byte(prev), dialect, []byte(list))).To(Equal(resumed))

@@ -105,6 +105,7 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	lazy := ""
+	var head []byte
 	if cc.capture && len(raw) >= resolveAheadBytes {
 		switch rt.APIPath {
 		case pathChat:
@@ -112,8 +113,9 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		case pathMessages:
 			lazy = "messages" // decoded after the rollout's previous request (messagesAfter)
 		}
+		head = p.previousList(rt.RolloutID)
 	}
-	body, members, err := decodeObjectMembers(raw, lazy)
+	body, members, err := decodeObjectMembers(raw, lazy, head)
 	if err != nil {
 		errw(sw, http.StatusBadRequest, "request body is not a JSON object: "+err.Error())
 		return

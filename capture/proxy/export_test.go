@@ -63,6 +63,20 @@ func ListAfter(prev, list []byte) (decoded []any, ok bool) {
 	return listAfter(list, &conversationMemo{dialect: lineage.DialectChat, head: head, elems: elems.([]any)}, lineage.DialectChat)
 }
 
+// DecodeRequestAfter decodes a request body as the capture path does when
+// its messages likely continue prev's (a list the path checked before),
+// with the messages decoded; ok is false when the body does not decode.
+func DecodeRequestAfter(body, prev []byte) (decoded map[string]any, ok bool) {
+	m, _, err := decodeObjectMembers(body, "messages", listHead(prev))
+	if err != nil {
+		return nil, false
+	}
+	if lv, lazy := m["messages"].(*lazyValue); lazy {
+		m["messages"] = lv.value()
+	}
+	return m, true
+}
+
 // DecodeJSON decodes a value as the capture path does (exact numbers).
 func DecodeJSON(b []byte) (any, error) { return decodeAny(b) }
 

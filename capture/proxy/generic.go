@@ -33,13 +33,15 @@ func parseGeneric(b []byte) (any, bool) {
 
 // parseGenericMembers parses b as one JSON object, returning it and its
 // members' raw bytes (rawObject) from the same pass. A member named lazy
-// (none when "") is only checked, and left as a *lazyValue.
-func parseGenericMembers(b []byte, lazy string) (map[string]any, []rawMember, bool) {
+// (none when "") is only checked, and left as a *lazyValue; when that
+// member's list begins with head, bytes an earlier scan checked
+// (conversationMemo.head), only what follows them is.
+func parseGenericMembers(b []byte, lazy string, head []byte) (map[string]any, []rawMember, bool) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil, false
 	}
-	top := &topLevel{lazy: lazy}
+	top := &topLevel{lazy: lazy, head: head}
 	v, end, ok := genericObject(b, i, 1, top)
 	if !ok || skipWS(b, end) != len(b) {
 		return nil, nil, false
@@ -52,12 +54,13 @@ func parseGenericMembers(b []byte, lazy string) (map[string]any, []rawMember, bo
 type topLevel struct {
 	members []rawMember
 	lazy    string
+	head    []byte
 }
 
 // member reads the value of the top-level member k at b[i].
 func (t *topLevel) member(b []byte, i, depth int, k string) (any, int, bool) {
 	if t.lazy != "" && k == t.lazy {
-		if v, end, ok := lazyMember(b, i); ok {
+		if v, end, ok := lazyMember(b, i, t.head); ok {
 			return v, end, true
 		}
 	}

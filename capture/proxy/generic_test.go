@@ -58,7 +58,7 @@ func FuzzParseGeneric(f *testing.F) {
 func checkMembers(t *testing.T, raw []byte, parsed any) {
 	t.Helper()
 	obj, isObject := parsed.(map[string]any)
-	m, members, ok := parseGenericMembers(raw, "")
+	m, members, ok := parseGenericMembers(raw, "", nil)
 	if !isObject {
 		if ok {
 			t.Fatalf("parseGenericMembers accepted %q, which is not an object", raw)
@@ -82,7 +82,7 @@ func checkMembers(t *testing.T, raw []byte, parsed any) {
 		}
 	}
 	for key := range obj { // each member left undecoded in turn reads back the same
-		lm, lmembers, ok := parseGenericMembers(raw, key)
+		lm, lmembers, ok := parseGenericMembers(raw, key, nil)
 		if !ok || !reflect.DeepEqual(decoded(lm), obj) || !reflect.DeepEqual(lmembers, members) {
 			t.Fatalf("%q with %q undecoded: ok %v, %#v", raw, key, ok, decoded(lm))
 		}

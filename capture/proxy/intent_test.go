@@ -64,9 +64,9 @@ func (l *intentLog) SyncIntents(ctx context.Context, rolloutID string) error {
 	return l.FileStore.SyncIntents(ctx, rolloutID)
 }
 
-func (l *intentLog) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error {
+func (l *intentLog) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte) (string, error) {
 	l.log("put")
-	return l.FileStore.PutCanonical(ctx, e, canonical, digest)
+	return l.FileStore.PutCanonical(ctx, e, canonical)
 }
 
 var _ = Describe("call intents written ahead of their durability (file store)", func() {

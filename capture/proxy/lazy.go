@@ -22,8 +22,19 @@ type lazyValue struct {
 // lazyMember checks the JSON value at b[i] and returns it undecoded, with
 // the index just past it; ok is false when it is not valid JSON (or nests
 // deeper than the scanner goes), and the caller decodes eagerly instead.
-func lazyMember(b []byte, i int) (*lazyValue, int, bool) {
-	end, ok := jsonscan.Value(b, i)
+//
+// A list that begins with head, the bytes of a list checked before up to
+// the end of an element, is checked from there on: an agent's request
+// repeats its previous one's conversation, and scanning it again was most
+// of what reading a long request cost before the engine call.
+func lazyMember(b []byte, i int, head []byte) (*lazyValue, int, bool) {
+	end, ok := 0, false
+	if len(head) > 0 && head[0] == '[' && bytes.HasPrefix(b[i:], head) {
+		end, ok = jsonscan.ArrayFrom(b, i+len(head), 1)
+	}
+	if !ok {
+		end, ok = jsonscan.Value(b, i)
+	}
 	if !ok {
 		return nil, 0, false
 	}

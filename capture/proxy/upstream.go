@@ -249,9 +249,10 @@ func (p *peekReader) Read(b []byte) (int, error) {
 // members as written, from the same pass, when the direct parser read it
 // (nil otherwise: newRawObject then splits them). The member named lazy
 // (none when "") is left undecoded (*lazyValue) when the direct parser
-// reads the object; otherwise everything is decoded.
-func decodeObjectMembers(raw []byte, lazy string) (map[string]any, []rawMember, error) {
-	if m, members, ok := parseGenericMembers(raw, lazy); ok {
+// reads the object; otherwise everything is decoded. head is what that
+// member likely begins with (parseGenericMembers).
+func decodeObjectMembers(raw []byte, lazy string, head []byte) (map[string]any, []rawMember, error) {
+	if m, members, ok := parseGenericMembers(raw, lazy, head); ok {
 		return m, members, nil
 	}
 	m, err := decodeObject(raw)

@@ -158,9 +158,11 @@ var _ = Describe("a follower told what its process wrote", func() {
 	// line's length and digest.
 	put := func(ctx context.Context, sink store.CanonicalSink, e *record.Entry) (int, string) {
 		GinkgoHelper()
-		canonical, digest, err := store.CanonicalLine(e)
+		canonical, err := store.EncodeLine(e)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(sink.PutCanonical(ctx, e, canonical, digest)).To(Succeed())
+		digest, err := sink.PutCanonical(ctx, e, canonical)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(digest).To(Equal(record.EntryDigest(canonical)))
 		return len(canonical), digest
 	}
 
@@ -247,9 +249,11 @@ var _ = Describe("a follower handed a delta record with its full prompt", func()
 			src, sink := open()
 			put := func(e *record.Entry) (int, string) {
 				GinkgoHelper()
-				canonical, digest, err := store.CanonicalLine(e)
+				canonical, err := store.EncodeLine(e)
 				Expect(err).NotTo(HaveOccurred())
-				Expect(sink.PutCanonical(ctx, e, canonical, digest)).To(Succeed())
+				digest, err := sink.PutCanonical(ctx, e, canonical)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(digest).To(Equal(record.EntryDigest(canonical)))
 				return len(canonical), digest
 			}
 			root := newEntry("dchain", "call-000")

@@ -88,39 +88,41 @@ func (m *MemoryStore) touch(r *memRollout) {
 
 // Put appends e idempotently; see FileStore.Put.
 func (m *MemoryStore) Put(ctx context.Context, e *record.Entry) error {
-	canonical, digest, err := CanonicalLine(e)
+	canonical, err := EncodeLine(e)
 	if err != nil {
 		return err
 	}
-	return m.PutCanonical(ctx, e, canonical, digest)
+	_, err = m.PutCanonical(ctx, e, canonical)
+	return err
 }
 
-// PutCanonical is Put of an entry CanonicalLine has encoded; see
+// PutCanonical is Put of an entry EncodeLine has encoded; see
 // CanonicalSink.
-func (m *MemoryStore) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error {
+func (m *MemoryStore) PutCanonical(ctx context.Context, e *record.Entry, canonical []byte) (string, error) {
+	digest := record.EntryDigest(canonical)
 	r, err := m.get(ctx, e.RolloutID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer m.unlock(e.RolloutID, r)
 	if err := lifecycleErr(e.RolloutID, &r.state); err != nil {
-		return err
+		return "", err
 	}
 	if existing, ok := r.state.EntryDigests[e.ModelCallID]; ok {
 		if existing == digest {
-			return nil
+			return digest, nil
 		}
 		r.state.Incomplete = true
 		r.state.Version++
 		m.touch(r)
-		return fmt.Errorf("store: rollout %s: model call id %q: %w", e.RolloutID, e.ModelCallID, ErrConflict)
+		return "", fmt.Errorf("store: rollout %s: model call id %q: %w", e.RolloutID, e.ModelCallID, ErrConflict)
 	}
 	r.lines = append(r.lines, canonical)
 	r.state.EntryDigests[e.ModelCallID] = digest
 	r.state.IndexedSize += int64(len(canonical) + 1)
 	r.state.Version++
 	m.touch(r)
-	return nil
+	return digest, nil
 }
 
 // BeginCall records a call intent; see FileStore.BeginCall.

@@ -68,6 +68,27 @@ var _ = Describe("store semantics", func() {
 				DeferCleanup(func() { Expect(s.Close()).To(Succeed()) })
 			})
 
+			// A large line's digest is computed beside its write and sync
+			// (the file store); every size indexes the digest of its bytes.
+			DescribeTable("indexes each line's entry digest, whatever its size",
+				func(tokens int) {
+					gen := make([]int, tokens)
+					for i := range gen {
+						gen[i] = 1000 + i
+					}
+					e := newEntry("r-size", "c1", gen...)
+					Expect(len(canonical(e))).To(BeNumerically(">", 8*tokens), "the line is as large as the entry says")
+					Expect(s.Put(ctx, e)).To(Succeed())
+					st, err := s.State(ctx, "r-size")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(st.EntryDigests).To(HaveKeyWithValue("c1", record.EntryDigest([]byte(canonical(e)))))
+					Expect(s.Put(ctx, newEntry("r-size", "c1", gen...))).To(Succeed(), "an identical re-put")
+					Expect(s.Put(ctx, newEntry("r-size", "c1", gen[:tokens-1]...))).To(MatchError(store.ErrConflict))
+				},
+				Entry("a small line", 3),
+				Entry("a line hashed beside its sync", 20000),
+			)
+
 			It("follows the worked example's version steps and lifecycle errors", func() {
 				Expect(s.BeginCall(ctx, "r-1", "c1")).To(Succeed())
 				Expect(s.Put(ctx, newEntry("r-1", "c1"))).To(Succeed())

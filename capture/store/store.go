@@ -110,11 +110,12 @@ type Sink interface {
 }
 
 // CanonicalSink is a Sink that also takes an entry already encoded: the
-// canonical line and entry digest CanonicalLine returned for it, and
-// nothing else. A caller that needs them too (a proxy telling its follower
-// what it wrote) then encodes the entry once.
+// canonical line EncodeLine returned for it, and nothing else. It returns
+// the line's entry digest, which it computes where that costs the put
+// least. A caller that needs the line and digest too (a proxy telling its
+// follower what it wrote) then encodes and hashes the entry once.
 type CanonicalSink interface {
-	PutCanonical(ctx context.Context, e *record.Entry, canonical []byte, digest string) error
+	PutCanonical(ctx context.Context, e *record.Entry, canonical []byte) (digest string, err error)
 }
 
 // IntentWriter is a Sink whose call intents can be written ahead of their

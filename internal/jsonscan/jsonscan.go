@@ -195,6 +195,25 @@ func skipArray(b []byte, i, depth int) (int, bool) {
 	}
 }
 
+// ArrayFrom finishes the scan of an array whose elements up to end are
+// known good: the bytes before end were checked already, by an earlier
+// scan of the same bytes (a rollout's next request repeats its previous
+// one's list). end is just past an element; depth is the array's own, as
+// Value would nest it (1 for a top-level member's value). It returns the
+// index just past the closing bracket; ok is false when end is not
+// followed by a comma or the bracket (the known element goes on here).
+func ArrayFrom(b []byte, end, depth int) (int, bool) {
+	for {
+		j, done, ok := next(b, end, ']')
+		if !ok || done {
+			return j, ok
+		}
+		if end, ok = value(b, j, depth); !ok {
+			return 0, false
+		}
+	}
+}
+
 // Object walks the object starting at b[i] == '{', calling fn with each raw
 // key (the bytes between its quotes), its raw value and whether the key
 // holds escapes; fn returning false stops the walk as not ok. depth is the

@@ -89,6 +89,29 @@ var _ = Describe("Document", func() {
 			return ok
 		}),
 	)
+
+	// known is how many bytes of doc an earlier scan checked (up to the end
+	// of an element); ArrayFrom agrees with Value on the whole array.
+	DescribeTable("ArrayFrom ends an array where Value does, from a known element's end",
+		func(doc string, known int, wantOK bool) {
+			b := []byte(doc + ` , "after"`)
+			end, ok := jsonscan.ArrayFrom(b, known, 1)
+			Expect(ok).To(Equal(wantOK))
+			if wantOK {
+				whole, wholeOK := jsonscan.Value(b, 0)
+				Expect(wholeOK).To(BeTrue())
+				Expect(end).To(Equal(whole))
+				Expect(end).To(Equal(len(doc)))
+			}
+		},
+		Entry("the same list", `[{"a":1},{"b":2}]`, len(`[{"a":1},{"b":2}`), true),
+		Entry("two elements more", `[{"a":1}, {"b":2} ,[3, "x"]]`, len(`[{"a":1}`), true),
+		Entry("whitespace before the bracket", "[1,2 \n]", len(`[1,2`), true),
+		Entry("a known number that goes on", `[1,23]`, len(`[1,2`), false),
+		Entry("a bad element after the known ones", `[{"a":1},{"b":}]`, len(`[{"a":1}`), false),
+		Entry("a trailing comma", `[{"a":1},]`, len(`[{"a":1}`), false),
+		Entry("no closing bracket", `[{"a":1},{"b":2}`, len(`[{"a":1}`), false),
+	)
 })
 
 // FuzzDocument checks the scanner's grammar against encoding/json's.
