@@ -83,15 +83,14 @@ func (p *Prepared) Stamp(e *record.Entry, d Decision) error {
 	if d.Resolution == "" {
 		d = unresolved(ReasonNotAttempted)
 	}
-	var cum []int
+	var cum [][]int // the record's own prompt + generation
 	if e.PromptIsDelta {
 		if d.Resolution != record.ResolutionResolved {
 			return fmt.Errorf("%w: delta record without a resolved parent", record.ErrInvalid)
 		}
-		cum = make([]int, 0, len(d.ParentCumulative)+len(e.PromptTokenIDs)+len(e.GenerationTokenIDs))
-		cum = append(append(append(cum, d.ParentCumulative...), e.PromptTokenIDs...), e.GenerationTokenIDs...)
+		cum = [][]int{d.ParentCumulative, e.PromptTokenIDs, e.GenerationTokenIDs}
 	}
-	if err := e.StampLineage(d.Resolution, d.ParentCallID, d.Reason, cum); err != nil {
+	if err := e.StampLineage(d.Resolution, d.ParentCallID, d.Reason, cum...); err != nil {
 		return err
 	}
 	version := FingerprintVersion

@@ -19,25 +19,29 @@ const tokenDigestFormat = 0x01
 // TokenDigest is the token digest (docs/record.md#digests) of a token-id sequence. Negative ids have no
 // unsigned 64-bit form and are an error.
 func TokenDigest(ids []int) (string, error) {
-	return tokenDigest(ids, nil)
+	return tokenDigest(ids)
 }
 
-// tokenDigest is the token digest of head ++ tail, hashed without joining
-// them.
-func tokenDigest(head, tail []int) (string, error) {
+// tokenDigest is the token digest of the parts joined, hashed without
+// joining them.
+func tokenDigest(parts ...[]int) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(tokenDomain))
-	if n := len(head) + len(tail); n > 0 {
+	n := 0
+	for _, ids := range parts {
+		n += len(ids)
+	}
+	if n > 0 {
 		// Hash in chunks so a 32k prompt costs one small buffer.
 		var buf [8 * 512]byte
 		buf[0] = tokenDigestFormat
 		binary.BigEndian.PutUint64(buf[1:9], uint64(n))
 		h.Write(buf[:9])
-		used := 0
-		for part, ids := range [2][]int{head, tail} {
+		used, before := 0, 0
+		for _, ids := range parts {
 			for i, id := range ids {
 				if id < 0 {
-					return "", fmt.Errorf("%w: negative token id %d at index %d", ErrInvalid, id, part*len(head)+i)
+					return "", fmt.Errorf("%w: negative token id %d at index %d", ErrInvalid, id, before+i)
 				}
 				binary.BigEndian.PutUint64(buf[used:], uint64(id))
 				used += 8
@@ -46,6 +50,7 @@ func tokenDigest(head, tail []int) (string, error) {
 					used = 0
 				}
 			}
+			before += len(ids)
 		}
 		h.Write(buf[:used])
 	}
@@ -67,16 +72,19 @@ func (e *Entry) Cumulative() []int {
 	return append(out, e.GenerationTokenIDs...)
 }
 
-// StampLineage sets cum_len and digest from cumulative (the record's own
-// Cumulative when nil, which a delta record refuses) and the parent verdict,
-// then re-checks the parent rules of docs/record.md#validation. On error the entry is left unchanged.
-func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string, cumulative []int) error {
-	head, tail := cumulative, []int(nil)
-	if cumulative == nil {
+// StampLineage sets cum_len and digest from cumulative, the record's full
+// prompt + generation given in parts that are hashed as one sequence
+// without joining them (the record's own Cumulative when none or one nil
+// part is given, which a delta record refuses), and the parent verdict,
+// then re-checks the parent rules of docs/record.md#validation. On error
+// the entry is left unchanged.
+func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string, cumulative ...[]int) error {
+	parts := cumulative
+	if len(parts) == 0 || (len(parts) == 1 && parts[0] == nil) {
 		if e.PromptIsDelta {
 			return fmt.Errorf("%w: a delta record needs its full cumulative tokens to be stamped", ErrInvalid)
 		}
-		head, tail = e.PromptTokenIDs, e.GenerationTokenIDs // hashed as one sequence, not joined
+		parts = [][]int{e.PromptTokenIDs, e.GenerationTokenIDs}
 	}
 	var parent *string
 	if parentCallID != "" {
@@ -86,11 +94,14 @@ func (e *Entry) StampLineage(res Resolution, parentCallID string, reason string,
 	if err := checkParentRules(&resolution, parent); err != nil {
 		return err
 	}
-	digest, err := tokenDigest(head, tail)
+	digest, err := tokenDigest(parts...)
 	if err != nil {
 		return err
 	}
-	cumLen := len(head) + len(tail)
+	cumLen := 0
+	for _, ids := range parts {
+		cumLen += len(ids)
+	}
 	e.CumLen = &cumLen
 	e.Digest = &digest
 	e.ParentCallID = parent

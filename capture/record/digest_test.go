@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -103,6 +104,28 @@ var _ = Describe("StampLineage", func() {
 		Expect(e.StampLineage(record.ResolutionResolved, "p", "", []int{9, 1, 2, 3})).To(Succeed())
 		Expect(*e.CumLen).To(Equal(4))
 	})
+
+	DescribeTable("hashes a cumulative given in parts as the joined sequence",
+		func(parts [][]int, wantErr bool) {
+			e.PromptIsDelta = true
+			err := e.StampLineage(record.ResolutionResolved, "p", "", parts...)
+			if wantErr {
+				Expect(err).To(MatchError(record.ErrInvalid))
+				Expect(err.Error()).To(ContainSubstring("negative token id -4 at index 3"))
+				return
+			}
+			Expect(err).NotTo(HaveOccurred())
+			joined := slices.Concat(parts...)
+			want, _ := record.TokenDigest(joined)
+			Expect(*e.Digest).To(Equal(want))
+			Expect(*e.CumLen).To(Equal(len(joined)))
+		},
+		Entry("parent, prompt suffix and generation", [][]int{{9, 8}, {1, 2}, {3}}, false),
+		Entry("an empty parent part", [][]int{{}, {1, 2}, {3}}, false),
+		Entry("a nil middle part", [][]int{{9}, nil, {3}}, false),
+		Entry("more than 512 ids across the chunk boundary", [][]int{make([]int, 511), {5, 6}, {7}}, false),
+		Entry("a negative id in a later part, by its index in the whole", [][]int{{9, 8}, {1, -4}}, true),
+	)
 
 	DescribeTable("refuses verdicts that break rules 5–6 and leaves the record unchanged",
 		func(res record.Resolution, parent string) {
