@@ -190,11 +190,11 @@ const handOverBytes = 32 << 10
 // its length, with its full prompt: its child would otherwise walk the
 // delta chain back to its anchor, reading one line per earlier call.
 // Caller holds rl.mu.
-func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, digest string, prompt promptIDs, fullPrompt []int) {
-	if rl.follow == nil || rl.dropped || (length < handOverBytes && fullPrompt == nil) {
+func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, canonical []byte, prompt promptIDs, fullPrompt []int) {
+	if rl.follow == nil || rl.dropped || (len(canonical) < handOverBytes && fullPrompt == nil) {
 		return
 	}
-	n := int64(length + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)+len(fullPrompt)))
+	n := int64(len(canonical) + 8*(len(e.PromptTokenIDs)+len(e.GenerationTokenIDs)+len(fullPrompt)))
 	keepPrompt := !prompt.text.IsZero()
 	if keepPrompt {
 		n += int64(prompt.held + 8*max(len(e.PromptTokenIDs), len(fullPrompt))) // the buffer the text is in, and its copy of the ids
@@ -207,9 +207,9 @@ func (p *Proxy) handToFollower(rl *rolloutLineage, e *record.Entry, length int, 
 	}
 	rl.handed.Add(n)
 	if fullPrompt != nil {
-		rl.follow.WroteDelta(e, length, digest, fullPrompt)
+		rl.follow.WroteDelta(e, canonical, fullPrompt)
 	} else {
-		rl.follow.Wrote(e, length, digest)
+		rl.follow.Wrote(e, canonical)
 	}
 	if keepPrompt {
 		rl.prompt.Store(&prompt.text)
@@ -653,7 +653,7 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 		return
 	}
 	start := time.Now()
-	length, digest, err := p.put(context.WithoutCancel(ctx), e)
+	canonical, err := p.put(context.WithoutCancel(ctx), e)
 	p.metrics.storeLatency.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	p.forget(cc.rt.RolloutID, err)
 	if errors.Is(err, store.ErrFrozen) {
@@ -675,30 +675,28 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	if err := cc.rl.add(e); err != nil {
 		cc.log.Warn("indexing the committed entry failed", "err", err)
 	}
-	if digest != "" {
-		p.handToFollower(cc.rl, e, length, digest, cc.prompt, fullPrompt)
+	if canonical != nil {
+		p.handToFollower(cc.rl, e, canonical, cc.prompt, fullPrompt)
 	}
 	cc.rl.mu.Unlock()
 	cc.log.Info("call captured", "resolution", cc.decision.Resolution, "parent_call_id", cc.decision.ParentCallID,
 		"prompt_tokens", len(e.PromptTokenIDs), "generation_tokens", len(e.GenerationTokenIDs))
 }
 
-// put stores e, and returns its canonical line's length and entry digest
-// when the store took the line encoded here (a store.CanonicalSink).
-func (p *Proxy) put(ctx context.Context, e *record.Entry) (length int, digest string, err error) {
+// put stores e, and returns its canonical line when the store took the
+// line encoded here (a store.CanonicalSink).
+func (p *Proxy) put(ctx context.Context, e *record.Entry) (canonical []byte, err error) {
 	cs, ok := p.opts.Store.(store.CanonicalSink)
 	if !ok {
-		return 0, "", p.opts.Store.Put(ctx, e)
+		return nil, p.opts.Store.Put(ctx, e)
 	}
-	canonical, err := store.EncodeLine(e)
-	if err != nil {
-		return 0, "", err
+	if canonical, err = store.EncodeLine(e); err != nil {
+		return nil, err
 	}
-	digest, err = cs.PutCanonical(ctx, e, canonical)
-	if err != nil {
-		return 0, "", err
+	if _, err := cs.PutCanonical(ctx, e, canonical); err != nil {
+		return nil, err
 	}
-	return len(canonical), digest, nil
+	return canonical, nil
 }
 
 // buildEntry turns the served payload into a stamped, validated record,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,13 +218,13 @@ type Follower struct {
 	full map[string][]int
 }
 
-// wroteLine is a line by its length and entry digest: a line read back is
-// the one written when its digest matches, the test the store's own
-// idempotency index makes.
+// wroteLine is a line by its bytes: a line read back is the one written
+// when it holds the same bytes. Comparing them costs a twentieth of hashing
+// them (the test the store's own idempotency index makes), and the
+// resolution that reads the line back runs beside the engine call.
 type wroteLine struct {
 	e          *record.Entry
-	length     int
-	digest     string
+	line       []byte
 	fullPrompt []int // a delta record's full prompt (WroteDelta), else nil
 }
 
@@ -291,16 +292,17 @@ func (f *Follower) Refresh(ctx context.Context) (added []*record.Entry, reset bo
 }
 
 // Wrote tells the follower that this process appended e to the rollout as
-// a line of length bytes (without its newline) and that entry digest, as
-// store.CanonicalLine returned them. The next Refresh takes e for a line of
-// that length and digest instead of parsing the line (a 32k-token line
-// costs half a millisecond to parse), and Cumulative answers from it until
-// ForgetRead. e must not change afterwards, and its Digest, when set on a
+// the line canonical (without its newline), as store.EncodeLine returned
+// it. The next Refresh takes e for a line of those bytes instead of parsing
+// the line (a 32k-token line costs half a millisecond to parse), and
+// Cumulative answers from it until ForgetRead. The follower holds canonical
+// until that Refresh. Neither e nor canonical may change afterwards, and
+// e's Digest, when set on a
 // full (not delta) record, must be the token digest of its own prompt and
 // generation, as record's StampLineage stamps it: CumulativeDigest names it
 // without hashing.
-func (f *Follower) Wrote(e *record.Entry, length int, digest string) {
-	f.wrote = append(f.wrote, wroteLine{e: e, length: length, digest: digest})
+func (f *Follower) Wrote(e *record.Entry, canonical []byte) {
+	f.wrote = append(f.wrote, wroteLine{e: e, line: canonical})
 }
 
 // WroteDelta is Wrote for a delta record (prompt_is_delta) whose full
@@ -311,8 +313,8 @@ func (f *Follower) Wrote(e *record.Entry, length int, digest string) {
 // must be the token digest of fullPrompt and e's generation, as record's
 // StampLineage stamps the full record before the delta transform.
 // fullPrompt must not change afterwards.
-func (f *Follower) WroteDelta(e *record.Entry, length int, digest string, fullPrompt []int) {
-	f.wrote = append(f.wrote, wroteLine{e: e, length: length, digest: digest, fullPrompt: fullPrompt})
+func (f *Follower) WroteDelta(e *record.Entry, canonical []byte, fullPrompt []int) {
+	f.wrote = append(f.wrote, wroteLine{e: e, line: canonical, fullPrompt: fullPrompt})
 }
 
 // ForgetWritten drops what Wrote handed over; the next Refresh parses every
@@ -321,15 +323,8 @@ func (f *Follower) ForgetWritten() { f.wrote = nil }
 
 // written is the KnownLine of the lines Wrote named.
 func (f *Follower) written(line []byte) *record.Entry {
-	sum := ""
 	for _, w := range f.wrote {
-		if len(line) != w.length {
-			continue
-		}
-		if sum == "" {
-			sum = record.EntryDigest(line)
-		}
-		if sum == w.digest {
+		if bytes.Equal(line, w.line) {
 			return w.e
 		}
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -154,33 +155,33 @@ func followedStores() []TableEntry {
 }
 
 var _ = Describe("a follower told what its process wrote", func() {
-	// put stores e through the canonical path a proxy takes and returns the
-	// line's length and digest.
-	put := func(ctx context.Context, sink store.CanonicalSink, e *record.Entry) (int, string) {
+	// put stores e through the canonical path a proxy takes and returns its
+	// line.
+	put := func(ctx context.Context, sink store.CanonicalSink, e *record.Entry) []byte {
 		GinkgoHelper()
 		canonical, err := store.EncodeLine(e)
 		Expect(err).NotTo(HaveOccurred())
 		digest, err := sink.PutCanonical(ctx, e, canonical)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(digest).To(Equal(record.EntryDigest(canonical)))
-		return len(canonical), digest
+		return canonical
 	}
 
 	// handedFirst puts a rollout's first entry and hands it to a new
 	// follower of that rollout.
-	handedFirst := func(ctx context.Context, open func() (store.TailReader, store.CanonicalSink), rollout string) (*store.Follower, store.CanonicalSink, []*record.Entry, int, string) {
+	handedFirst := func(ctx context.Context, open func() (store.TailReader, store.CanonicalSink), rollout string) (*store.Follower, store.CanonicalSink, []*record.Entry, []byte) {
 		GinkgoHelper()
 		src, sink := open()
 		_, want := chainedLines(rollout, 2)
 		f := store.NewFollower(src, rollout)
-		n, d := put(ctx, sink, want[0])
-		f.Wrote(want[0], n, d)
-		return f, sink, want, n, d
+		line := put(ctx, sink, want[0])
+		f.Wrote(want[0], line)
+		return f, sink, want, line
 	}
 
 	DescribeTable("takes the written entry for its line instead of parsing it, and knows its digest",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
-			f, sink, want, _, _ := handedFirst(ctx, open, "w1")
+			f, sink, want, _ := handedFirst(ctx, open, "w1")
 			added, _, err := f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(added).To(HaveLen(1))
@@ -190,14 +191,16 @@ var _ = Describe("a follower told what its process wrote", func() {
 			Expect(tokens).To(Equal(want[0].Cumulative()))
 			Expect(digest).To(Equal(*want[0].Digest))
 
-			By("a line read back that is not the one handed over")
+			By("a line read back that is not the one handed over: the same length, one byte apart")
 			next := nextCall(want[0], "call-009")
-			n, _ := put(ctx, sink, next)
-			f.Wrote(next, n, "0000000000000000000000000000000000000000000000000000000000000000")
+			other := slices.Clone(put(ctx, sink, next))
+			at := bytes.Index(other, []byte(`"call-009"`)) + len(`"call-00`)
+			other[at] = '8'
+			f.Wrote(next, other)
 			added, _, err = f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(added).To(HaveLen(1))
-			Expect(added[0]).NotTo(BeIdenticalTo(next), "a digest that does not match is parsed")
+			Expect(added[0]).NotTo(BeIdenticalTo(next), "a line that differs from the one handed over is parsed")
 			Expect(added[0].Cumulative()).To(Equal(next.Cumulative()))
 			_, digest, err = f.CumulativeDigest(ctx, next.ModelCallID)
 			Expect(err).NotTo(HaveOccurred())
@@ -208,7 +211,7 @@ var _ = Describe("a follower told what its process wrote", func() {
 
 	DescribeTable("forgets what it was handed once a refresh has passed, whether or not it saw the line",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
-			f, sink, want, n, d := handedFirst(ctx, open, "w2")
+			f, sink, want, _ := handedFirst(ctx, open, "w2")
 			_, _, err := f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			f.ForgetRead()
@@ -217,7 +220,9 @@ var _ = Describe("a follower told what its process wrote", func() {
 			Expect(digest).To(BeEmpty(), "after ForgetRead the line is read from the store")
 
 			By("an entry handed over that no refresh reads")
-			f.Wrote(want[1], n, d)
+			line, err := store.EncodeLine(want[1])
+			Expect(err).NotTo(HaveOccurred())
+			f.Wrote(want[1], line)
 			added, _, err := f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(added).To(BeEmpty())
@@ -247,14 +252,14 @@ var _ = Describe("a follower handed a delta record with its full prompt", func()
 	DescribeTable("answers its cumulative tokens and digest without walking the chain back",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
 			src, sink := open()
-			put := func(e *record.Entry) (int, string) {
+			put := func(e *record.Entry) []byte {
 				GinkgoHelper()
 				canonical, err := store.EncodeLine(e)
 				Expect(err).NotTo(HaveOccurred())
 				digest, err := sink.PutCanonical(ctx, e, canonical)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(digest).To(Equal(record.EntryDigest(canonical)))
-				return len(canonical), digest
+				return canonical
 			}
 			root := newEntry("dchain", "call-000")
 			put(root)
@@ -275,8 +280,7 @@ var _ = Describe("a follower handed a delta record with its full prompt", func()
 			Expect(err).NotTo(HaveOccurred())
 			f.ForgetRead()
 
-			n, d := put(last)
-			f.WroteDelta(last, n, d, lastFull)
+			f.WroteDelta(last, put(last), lastFull)
 			_, _, err = f.Refresh(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			tokens, digest, err := f.CumulativeDigest(ctx, last.ModelCallID)
