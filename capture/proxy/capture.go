@@ -49,6 +49,15 @@ type callCtx struct {
 	listRaw []byte
 	dialect lineage.Dialect
 	resume  *lineage.Checkpoint
+	// resumedChat is, on the Messages route, the previous request's
+	// translation to chat when this one's list continues it, and listFrom
+	// the index in listRaw of the comma or bracket after that request's
+	// messages; chat is this request's, for the next (messagesToChat).
+	// members are the request's top-level members as sent.
+	resumedChat *chatTranslation
+	chat        *chatTranslation
+	members     []rawMember
+	listFrom    int
 	// prompt is the canonical text of the engine's prompt ids, which the
 	// record copies instead of formatting them (record.TokenText), and the
 	// rollout's previous prompt they were read after.

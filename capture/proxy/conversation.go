@@ -20,7 +20,8 @@ type conversationMemo struct {
 	head    []byte          // the list's bytes up to the end of its last element
 	elems   []any           // the list's elements, decoded
 	cp      *lineage.Checkpoint
-	bytes   int64 // what it holds, counted in the rollout's handed bytes
+	chat    *chatTranslation // the list's translation to chat (Messages dialect), or nil
+	bytes   int64            // what it holds, counted in the rollout's handed bytes
 }
 
 // continues reports whether the JSON array raw begins with head, a list's
@@ -41,25 +42,32 @@ func continues(raw, head []byte) (next int, ok bool) {
 // after them are decoded. ok is false when raw does not begin with prev's
 // elements, and the caller decodes the whole list.
 func listAfter(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, ok bool) {
+	list, _, ok = listAfterAt(raw, prev, d)
+	return list, ok
+}
+
+// listAfterAt is listAfter that also returns the index in raw of the comma
+// or closing bracket after prev's elements.
+func listAfterAt(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, at int, ok bool) {
 	if prev == nil || prev.elems == nil || prev.dialect != d {
-		return nil, false
+		return nil, 0, false
 	}
 	i, ok := continues(raw, prev.head)
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
 	if raw[i] == ']' { // the same list
-		return prev.elems[:len(prev.elems):len(prev.elems)], true
+		return prev.elems[:len(prev.elems):len(prev.elems)], i, true
 	}
 	tail := make([]byte, 0, len(raw)-i)
 	tail = append(append(tail, '['), raw[i+1:]...)
 	v, err := decodeAny(tail)
 	more, isList := v.([]any)
 	if err != nil || !isList {
-		return nil, false
+		return nil, 0, false
 	}
 	list = make([]any, 0, len(prev.elems)+len(more))
-	return append(append(list, prev.elems...), more...), true
+	return append(append(list, prev.elems...), more...), i, true
 }
 
 // listHead is raw's list up to the end of its last element, or nil when
@@ -105,10 +113,13 @@ func messagesAfter(cc *callCtx, body map[string]any, prev *conversationMemo, d l
 		return body
 	}
 	out := cloneMap(body)
-	list, reused := listAfter(lv.raw, prev, d)
+	list, at, reused := listAfterAt(lv.raw, prev, d)
 	if reused {
 		out["messages"] = list
 		cc.resume = prev.cp
+		if prev.chat != nil {
+			cc.resumedChat, cc.listFrom = prev.chat, at
+		}
 	} else {
 		out["messages"] = lv.value()
 		list, _ = lv.value().([]any)
@@ -158,6 +169,11 @@ func (p *Proxy) rememberConversation(cc *callCtx) {
 	// The head keeps the whole body alive; decoded messages are about
 	// twice their JSON.
 	m := &conversationMemo{dialect: cc.dialect, head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw) + 2*len(cc.listRaw))}
+	if cc.chat != nil && cc.chat.t.Count == len(cc.list) {
+		// Its encoding, and the chat messages decoded: about twice as much.
+		m.chat = cc.chat
+		m.bytes += 3 * int64(len(cc.chat.elems))
+	}
 	rl := cc.rl
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

@@ -61,6 +61,39 @@ var _ = Describe("a rollout's conversation carried to its next request", func() 
 		Entry("bad bytes after the list", `[{"a":1}]`, `{"messages":[{"a":1},{"b":2}] x}`),
 	)
 
+	// A Messages request is translated to chat after the previous request's
+	// translation: the engine must get the bytes a whole translation sends.
+	DescribeTable("sends the engine the chat body a whole translation sends, translating only the new messages",
+		func(prev, next string, reused bool) {
+			after, alone, wasReused, err := proxy.MessagesToChatAfter([]byte(prev), []byte(next))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(after)).To(Equal(string(alone)))
+			Expect(wasReused).To(Equal(reused))
+			var body map[string]any
+			Expect(json.Unmarshal(after, &body)).To(Succeed())
+			Expect(body["messages"]).NotTo(BeEmpty())
+		},
+		Entry("a user turn more", `{"model":"m","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"m","system":"be brief","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yes"},{"role":"user","content":"go on"}]}`, true),
+		Entry("a tool call whose input keys are not sorted, then its result",
+			`{"model":"m","messages":[{"role":"user","content":"list files"}],"tools":[{"name":"bash","input_schema":{"type":"object","properties":{"z":{},"a":{}}}}]}`,
+			`{"model":"m","messages":[{"role":"user","content":"list files"},{"role":"assistant","content":[{"type":"thinking","thinking":"use ls","signature":"s"},{"type":"text","text":"ok"},{"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls","b":1,"a":2.50}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.go"},{"type":"text","text":"and?"}]}],"tools":[{"name":"bash","input_schema":{"type":"object","properties":{"z":{},"a":{}}}}]}`, true),
+		Entry("a role:system message among the new ones, merged into the leading one",
+			`{"model":"m","system":[{"type":"text","text":"one"}],"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"m","system":[{"type":"text","text":"one"}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":"two"},{"role":"user","content":"three"}]}`, true),
+		Entry("a role:system message among the earlier ones", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"},{"role":"assistant","content":"a"},{"role":"user","content":"b"}]}`, true),
+		Entry("no system at all, then one in the body", `{"messages":[{"role":"user","content":"hi"}]}`,
+			`{"system":"now","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}]}`, true),
+		Entry("the same list again", `{"messages":[{"role":"user","content":"hi"}]}`, `{"messages":[{"role":"user","content":"hi"}]}`, true),
+		Entry("other tools", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"a","input_schema":{"type":"object"}}]}`,
+			`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}],"tools":[{"name":"b","input_schema":{"y":1,"type":"object"}}]}`, true),
+		Entry("an earlier turn changed", `{"messages":[{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"user","content":"hey"},{"role":"assistant","content":"a"}]}`, false),
+		Entry("fewer messages", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}]}`,
+			`{"messages":[{"role":"user","content":"hi"}]}`, false),
+	)
+
 	DescribeTable("resumes only a request of the same dialect whose list continues the previous one",
 		func(prevDialect lineage.Dialect, prev string, dialect lineage.Dialect, list string, resumed bool) {
 			Expect(proxy.ResumesFrom(prevDialect, []byte(prev), dialect, []byte(list))).To(Equal(resumed))

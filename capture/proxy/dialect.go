@@ -125,6 +125,7 @@ func (p *Proxy) serveDialect(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	cc.raw = raw
+	cc.members = members
 	if rt.APIPath == pathChat || rt.APIPath == pathCompletions {
 		if members != nil {
 			cc.req = rawObjectOf(body, members)

@@ -77,6 +77,42 @@ func DecodeRequestAfter(body, prev []byte) (decoded map[string]any, ok bool) {
 	return m, true
 }
 
+// MessagesToChatAfter translates the Messages body next into the chat
+// body the engine gets, as the capture path does after the rollout's
+// previous request prev, and as it does with no previous request; reused
+// says whether prev's translation was reused.
+func MessagesToChatAfter(prev, next []byte) (after, alone []byte, reused bool, err error) {
+	chatOf := func(raw []byte, memo *conversationMemo) ([]byte, *callCtx, error) {
+		var head []byte
+		if memo != nil {
+			head = memo.head
+		}
+		body, members, err := decodeObjectMembers(raw, "messages", head)
+		if err != nil {
+			return nil, nil, err
+		}
+		cc := &callCtx{raw: raw, members: members}
+		body = messagesAfter(cc, body, memo, lineage.DialectMessages)
+		out, err := (&Proxy{}).messagesToChat(cc, body)
+		if err != nil {
+			return nil, nil, err
+		}
+		enc, err := marshalGeneric(out)
+		return enc, cc, err
+	}
+	_, pc, err := chatOf(prev, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	memo := &conversationMemo{dialect: lineage.DialectMessages, head: listHead(pc.listRaw), elems: pc.list, chat: pc.chat}
+	after, nc, err := chatOf(next, memo)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	alone, _, err = chatOf(next, nil)
+	return after, alone, nc.resumedChat != nil, err
+}
+
 // DecodeJSON decodes a value as the capture path does (exact numbers).
 func DecodeJSON(b []byte) (any, error) { return decodeAny(b) }
 

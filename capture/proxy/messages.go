@@ -13,7 +13,7 @@ import (
 // payload is a Responses object (docs/record.md#reading-tokens-from-a-served-reply) whose id is reused as the message id.
 func (p *Proxy) handleMessages(w http.ResponseWriter, r *http.Request, cc *callCtx, body map[string]any) {
 	body = p.messagesAfterPrevious(cc, body)
-	out, err := anthropic.ToChatRaw(body, messagesRaw(cc.raw))
+	out, err := p.messagesToChat(cc, body)
 	if err != nil {
 		writeAnthropicError(w, http.StatusBadRequest, err.Error())
 		return

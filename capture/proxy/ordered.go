@@ -146,41 +146,12 @@ func messagesRaw(raw []byte) *anthropic.Raw {
 		switch key {
 		case "tools":
 			// A repeated member replaces the earlier one, as decoding does.
-			out.ToolSchemas = map[int]json.RawMessage{}
-			k := 0
-			return ignoreShape(eachElem(val, func(tool []byte) error {
-				_ = eachField(tool, func(f string, v []byte) error {
-					if f == "input_schema" {
-						out.ToolSchemas[k] = v
-					}
-					return nil
-				})
-				k++
-				return nil
-			}))
+			var err error
+			out.ToolSchemas, err = toolSchemas(val)
+			return err
 		case "messages":
 			out.ToolInputs = map[[2]int]json.RawMessage{}
-			i := 0
-			return ignoreShape(eachElem(val, func(msg []byte) error {
-				_ = eachField(msg, func(f string, content []byte) error {
-					if f != "content" || len(content) == 0 || content[0] != '[' {
-						return nil
-					}
-					j := 0
-					return eachElem(content, func(block []byte) error {
-						_ = eachField(block, func(bf string, v []byte) error {
-							if bf == "input" {
-								out.ToolInputs[[2]int{i, j}] = v
-							}
-							return nil
-						})
-						j++
-						return nil
-					})
-				})
-				i++
-				return nil
-			}))
+			return toolInputs(val, 0, out.ToolInputs)
 		}
 		return nil
 	})
@@ -188,6 +159,74 @@ func messagesRaw(raw []byte) *anthropic.Raw {
 		return nil
 	}
 	return out
+}
+
+// messagesRawAfter is messagesRaw for the messages from index from on:
+// tail is the messages list's bytes from the comma (or bracket) after
+// message from-1, and members the body's top-level members as sent.
+func messagesRawAfter(members []rawMember, tail []byte, from int) *anthropic.Raw {
+	out := &anthropic.Raw{ToolInputs: map[[2]int]json.RawMessage{}, ToolSchemas: map[int]json.RawMessage{}}
+	for _, m := range members {
+		if m.key == "tools" {
+			var err error
+			if out.ToolSchemas, err = toolSchemas(m.raw); err != nil {
+				return nil
+			}
+		}
+	}
+	if len(tail) > 0 && tail[0] == ',' {
+		list := make([]byte, 0, len(tail))
+		list = append(append(list, '['), tail[1:]...)
+		if toolInputs(list, from, out.ToolInputs) != nil {
+			return nil
+		}
+	}
+	return out
+}
+
+// toolSchemas is the input_schema bytes of each tool of a tools list, by
+// the tool's index.
+func toolSchemas(val []byte) (map[int]json.RawMessage, error) {
+	out := map[int]json.RawMessage{}
+	k := 0
+	err := ignoreShape(eachElem(val, func(tool []byte) error {
+		_ = eachField(tool, func(f string, v []byte) error {
+			if f == "input_schema" {
+				out[k] = v
+			}
+			return nil
+		})
+		k++
+		return nil
+	}))
+	return out, err
+}
+
+// toolInputs puts into out the input bytes of each content block of the
+// messages list val, by message index (counted from first) and block
+// index.
+func toolInputs(val []byte, first int, out map[[2]int]json.RawMessage) error {
+	i := first
+	return ignoreShape(eachElem(val, func(msg []byte) error {
+		_ = eachField(msg, func(f string, content []byte) error {
+			if f != "content" || len(content) == 0 || content[0] != '[' {
+				return nil
+			}
+			j := 0
+			return eachElem(content, func(block []byte) error {
+				_ = eachField(block, func(bf string, v []byte) error {
+					if bf == "input" {
+						out[[2]int{i, j}] = v
+					}
+					return nil
+				})
+				j++
+				return nil
+			})
+		})
+		i++
+		return nil
+	}))
 }
 
 // ignoreShape turns a shape error inside one member into "nothing found":

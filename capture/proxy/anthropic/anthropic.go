@@ -78,67 +78,62 @@ func ToChat(body map[string]any) (map[string]any, error) { return ToChatRaw(body
 // vLLM's tool parser wrote the generated arguments), schemas are passed on
 // as sent.
 func ToChatRaw(body map[string]any, raw *Raw) (map[string]any, error) {
+	out, _, err := ToChatAfter(body, raw, nil)
+	return out, err
+}
+
+// Translated is what the translation made of a request's messages: a next
+// request of the same conversation repeats them and adds a few, and
+// ToChatAfter translates only those. Every message translates on its own;
+// role:"system" ones are merged into the leading system message, which is
+// built again each time. It is never changed once made.
+type Translated struct {
+	Count   int      // the request messages read
+	Systems []string // the texts of the role:"system" ones among them
+	Msgs    []any    // the chat messages the others became, in order
+}
+
+// ToChatAfter is ToChatRaw for a request whose first prev.Count messages
+// are the ones prev was made from (nil: none), which are not read again;
+// raw needs the bytes of the later messages only. It also returns the
+// translation of all the request's messages, for the next request.
+func ToChatAfter(body map[string]any, raw *Raw, prev *Translated) (map[string]any, *Translated, error) {
 	if raw == nil {
 		raw = &Raw{}
 	}
 	model, _ := body["model"].(string)
 	rawMsgs, ok := body["messages"].([]any)
 	if !ok {
-		return nil, errors.New("messages: field required (a list of message objects)")
+		return nil, nil, errors.New("messages: field required (a list of message objects)")
 	}
 	out := map[string]any{}
 	if model != "" {
 		out["model"] = model
 	}
-	var systemTexts []string
 	sys, err := systemText(body["system"])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	t := &Translated{}
+	if prev != nil && prev.Count <= len(rawMsgs) {
+		// Full slice expressions: appending never writes into prev's arrays.
+		t = &Translated{Count: prev.Count, Systems: prev.Systems[:len(prev.Systems):len(prev.Systems)], Msgs: prev.Msgs[:len(prev.Msgs):len(prev.Msgs)]}
+	}
+	if err := translateMessages(rawMsgs, raw, t); err != nil {
+		return nil, nil, err
+	}
+	var systemTexts []string
 	if sys != "" {
 		systemTexts = append(systemTexts, sys)
 	}
-	var msgs []any
-	for i, rm := range rawMsgs {
-		m, ok := rm.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("messages[%d]: not an object", i)
-		}
-		role, _ := m["role"].(string)
-		switch role {
-		case "system":
-			// Claude Code sends role:"system" entries inside messages. Qwen-style
-			// templates require one leading system message, so they are merged
-			// into it, as vLLM does.
-			t, err := systemText(m["content"])
-			if err != nil {
-				return nil, fmt.Errorf("messages[%d]: %w", i, err)
-			}
-			if t != "" {
-				systemTexts = append(systemTexts, t)
-			}
-		case "user":
-			converted, err := userMessages(m["content"])
-			if err != nil {
-				return nil, fmt.Errorf("messages[%d]: %w", i, err)
-			}
-			msgs = append(msgs, converted...)
-		case "assistant":
-			converted, err := assistantMessage(m["content"], func(j int) json.RawMessage { return raw.ToolInputs[[2]int{i, j}] })
-			if err != nil {
-				return nil, fmt.Errorf("messages[%d]: %w", i, err)
-			}
-			msgs = append(msgs, converted)
-		default:
-			return nil, fmt.Errorf("messages[%d]: unsupported role %q", i, role)
-		}
-	}
+	systemTexts = append(systemTexts, t.Systems...)
+	msgs := t.Msgs
 	if len(systemTexts) > 0 {
 		msgs = append([]any{map[string]any{"role": "system", "content": strings.Join(systemTexts, "\n\n")}}, msgs...)
 	}
 	out["messages"] = msgs
 	if err := translateTools(body, out, raw.ToolSchemas); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if v, ok := body["max_tokens"]; ok && v != nil {
 		out["max_tokens"] = v
@@ -154,7 +149,47 @@ func ToChatRaw(body map[string]any, raw *Raw) (map[string]any, error) {
 	if th, ok := body["thinking"].(map[string]any); ok && th["type"] == "disabled" {
 		out["chat_template_kwargs"] = map[string]any{"enable_thinking": false}
 	}
-	return out, nil
+	return out, t, nil
+}
+
+// translateMessages translates rawMsgs from t.Count on into t.
+func translateMessages(rawMsgs []any, raw *Raw, t *Translated) error {
+	for i := t.Count; i < len(rawMsgs); i++ {
+		m, ok := rawMsgs[i].(map[string]any)
+		if !ok {
+			return fmt.Errorf("messages[%d]: not an object", i)
+		}
+		role, _ := m["role"].(string)
+		switch role {
+		case "system":
+			// Claude Code sends role:"system" entries inside messages. Qwen-style
+			// templates require one leading system message, so they are merged
+			// into it, as vLLM does.
+			text, err := systemText(m["content"])
+			if err != nil {
+				return fmt.Errorf("messages[%d]: %w", i, err)
+			}
+			if text != "" {
+				t.Systems = append(t.Systems, text)
+			}
+		case "user":
+			converted, err := userMessages(m["content"])
+			if err != nil {
+				return fmt.Errorf("messages[%d]: %w", i, err)
+			}
+			t.Msgs = append(t.Msgs, converted...)
+		case "assistant":
+			converted, err := assistantMessage(m["content"], func(j int) json.RawMessage { return raw.ToolInputs[[2]int{i, j}] })
+			if err != nil {
+				return fmt.Errorf("messages[%d]: %w", i, err)
+			}
+			t.Msgs = append(t.Msgs, converted)
+		default:
+			return fmt.Errorf("messages[%d]: unsupported role %q", i, role)
+		}
+	}
+	t.Count = len(rawMsgs)
+	return nil
 }
 
 // systemText flattens a system value (string or text blocks), dropping the
