@@ -170,9 +170,10 @@ func (p *Proxy) rememberConversation(cc *callCtx) {
 	// twice their JSON.
 	m := &conversationMemo{dialect: cc.dialect, head: head, elems: cc.list, cp: cp, bytes: int64(len(cc.raw) + 2*len(cc.listRaw))}
 	if cc.chat != nil && cc.chat.t.Count == len(cc.list) {
-		// Its encoding, and the chat messages decoded: about twice as much.
+		// The upstream body its encoding lies in, and the chat messages
+		// decoded: about three times the list.
 		m.chat = cc.chat
-		m.bytes += 3 * int64(len(cc.chat.elems))
+		m.bytes += 3 * int64(len(cc.listRaw))
 	}
 	rl := cc.rl
 	rl.mu.Lock()

@@ -56,8 +56,8 @@ func appendGeneric(dst []byte, v any, depth int) ([]byte, error) {
 		return buf.Bytes(), nil
 	case *lazyValue:
 		return appendGeneric(dst, json.RawMessage(x.raw), depth)
-	case encodedJSON:
-		return append(dst, x...), nil
+	case *chatMessages:
+		return x.appendTo(dst, depth)
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil

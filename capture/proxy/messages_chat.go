@@ -2,37 +2,91 @@ package proxy
 
 import (
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/capbench/capbench/capture/proxy/anthropic"
 )
 
 // chatTranslation is a Messages request's conversation as the chat request
 // the engine gets: the translation (anthropic.Translated) and its chat
-// messages encoded. A long conversation's translation and encoding were
-// most of what the Messages route added to a call; the rollout's next
-// request, whose list continues this one's (conversationMemo), translates
-// and encodes only its new messages. Never changed once made.
+// messages as they were encoded. A long conversation's translation and
+// encoding were most of what the Messages route added to a call; the
+// rollout's next request, whose list continues this one's
+// (conversationMemo), translates and encodes only its new messages.
 type chatTranslation struct {
-	t     *anthropic.Translated
-	elems []byte // t.Msgs encoded, comma-separated, without brackets
+	t    *anthropic.Translated
+	list *chatMessages
 }
 
-// encodedJSON is a value the generic encoder wrote already; it is written
-// out as it is.
-type encodedJSON []byte
+// elems is t.Msgs encoded, comma-separated, without brackets; nil until the
+// request that made the translation was encoded.
+func (c *chatTranslation) elems() []byte {
+	if c == nil {
+		return nil
+	}
+	if b := c.list.elems.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
 
-// MarshalJSON writes the bytes as they are, for encoding/json.
-func (e encodedJSON) MarshalJSON() ([]byte, error) { return e, nil }
+// chatMessages is the messages value of a chat body translated from a
+// Messages body: the leading system message, the bytes the previous
+// request's messages were encoded to, and the new messages. The encoder
+// writes them straight into the upstream body and notes where the
+// messages after the system one landed (a part of that body, which the
+// next request copies), so the encoding is not held twice.
+type chatMessages struct {
+	lead  []any
+	prev  []byte
+	more  []any
+	elems atomic.Pointer[[]byte]
+}
+
+// appendTo writes the list at depth (the list's own) into dst.
+func (c *chatMessages) appendTo(dst []byte, depth int) ([]byte, error) {
+	dst = append(dst, '[')
+	var err error
+	for _, m := range c.lead {
+		if dst, err = appendGeneric(dst, m, depth+1); err != nil {
+			return nil, err
+		}
+		dst = append(dst, ',')
+	}
+	start := len(dst)
+	dst = append(dst, c.prev...)
+	for _, m := range c.more {
+		if len(dst) > start {
+			dst = append(dst, ',')
+		}
+		if dst, err = appendGeneric(dst, m, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	elems := dst[start:len(dst):len(dst)]
+	c.elems.Store(&elems)
+	if len(elems) == 0 && len(c.lead) > 0 {
+		dst = dst[:start-1] // no comma after the system message
+	}
+	return append(dst, ']'), nil
+}
+
+// MarshalJSON is the list as the proxy's encoder writes it, for
+// encoding/json.
+func (c *chatMessages) MarshalJSON() ([]byte, error) { return c.appendTo(nil, 0) }
+
+var _ json.Marshaler = (*chatMessages)(nil)
 
 // messagesToChat translates a Messages body to the chat body the engine
 // gets, after the previous request's translation where the list continues
 // that request's (cc.resumedChat), and leaves this request's in cc.chat.
-// The chat messages go out encoded (encodedJSON).
+// The chat messages are a *chatMessages.
 func (p *Proxy) messagesToChat(cc *callCtx, body map[string]any) (map[string]any, error) {
 	prev := cc.resumedChat
+	prevElems := prev.elems()
 	var raw *anthropic.Raw
 	var prevT *anthropic.Translated
-	if prev != nil {
+	if prevElems != nil {
 		prevT = prev.t
 		raw = messagesRawAfter(cc.members, cc.listRaw[cc.listFrom:], prevT.Count)
 	} else {
@@ -42,53 +96,13 @@ func (p *Proxy) messagesToChat(cc *callCtx, body map[string]any) (map[string]any
 	if err != nil {
 		return nil, err
 	}
-	if cc.chat, err = encodeChatMessages(out, t, prev, len(cc.raw)+512); err != nil {
-		return nil, err
+	msgs, _ := out["messages"].([]any)
+	from := 0
+	if prevT != nil {
+		from = len(prevT.Msgs)
 	}
+	list := &chatMessages{lead: msgs[:len(msgs)-len(t.Msgs)], prev: prevElems, more: t.Msgs[from:]}
+	out["messages"] = list
+	cc.chat = &chatTranslation{t: t, list: list}
 	return out, nil
 }
-
-// encodeChatMessages replaces out's chat messages, t's after a leading
-// system message, by their encoding, in one buffer of about size bytes,
-// reusing prev's for the messages prev translated, and returns this
-// translation with its encoding.
-func encodeChatMessages(out map[string]any, t *anthropic.Translated, prev *chatTranslation, size int) (*chatTranslation, error) {
-	msgs, _ := out["messages"].([]any)
-	lead := msgs[:len(msgs)-len(t.Msgs)] // the system message, when there is one
-	from := 0
-	if prev != nil {
-		from = len(prev.t.Msgs)
-		size = max(size, len(prev.elems)+len(prev.elems)/8+4096)
-	}
-	list := make([]byte, 0, size)
-	list = append(list, '[')
-	var err error
-	for _, m := range lead {
-		// Depth 2, as inside a top-level member's list.
-		if list, err = appendGeneric(list, m, 2); err != nil {
-			return nil, err
-		}
-		list = append(list, ',')
-	}
-	start := len(list)
-	if prev != nil {
-		list = append(list, prev.elems...)
-	}
-	for _, m := range t.Msgs[from:] {
-		if len(list) > start {
-			list = append(list, ',')
-		}
-		if list, err = appendGeneric(list, m, 2); err != nil {
-			return nil, err
-		}
-	}
-	elems := list[start:len(list):len(list)]
-	if len(elems) == 0 && len(lead) > 0 {
-		list = list[:start-1] // no comma after the system message
-	}
-	list = append(list, ']')
-	out["messages"] = encodedJSON(list)
-	return &chatTranslation{t: t, elems: elems}, nil
-}
-
-var _ json.Marshaler = encodedJSON(nil)
