@@ -80,6 +80,9 @@ type anthropicResults struct {
 			} `json:"second"`
 			CountTokens int `json:"count_tokens"`
 		} `json:"tools"`
+		LongTools struct {
+			Text string `json:"text"`
+		} `json:"long_tools"`
 		Stream struct {
 			ID         string            `json:"id"`
 			Text       string            `json:"text"`
@@ -190,10 +193,10 @@ var _ = Describe("wire compatibility with the official SDK clients", Label("npm"
 			used := map[int]string{}
 			ledgerOf := map[string]vllm.LedgerEntry{} // by model call id
 			want := map[string]int{
-				"tools": 2, "stream": 1, "stream-chain": 2, // Anthropic
+				"tools": 2, "long-tools": 2, "stream": 1, "stream-chain": 2, // Anthropic
 				"chat": 2, "helper": 1, "responses": 2, "responses-stream": 1, // OpenAI
 			}
-			chains := []string{"tools", "stream-chain", "chat", "responses"}
+			chains := []string{"tools", "long-tools", "stream-chain", "chat", "responses"}
 			for i := range sdkParallel {
 				name := fmt.Sprintf("parallel-%d", i)
 				want[name] = 2
@@ -245,6 +248,8 @@ var _ = Describe("wire compatibility with the official SDK clients", Label("npm"
 			Expect(a.Tools.First.Thinking).To(HaveValue(WithTransform(strings.TrimSpace, Equal(sdkReasoning))))
 			Expect(a.Tools.First.BlockTypes).To(Equal([]string{"thinking", "tool_use"}))
 			Expect(a.Tools.Second.Text).To(Equal(sdkWeatherText))
+			Expect(a.LongTools.Text).To(Equal(sdkWeatherText))
+			Expect(p.ConversationHeld(rollout("long-tools"))).To(BeTrue(), "the long conversation was carried from call to call")
 			Expect(aRoot.ResponseID).To(HaveValue(Equal(a.Tools.First.ID)))
 			Expect(aChild.ResponseID).To(HaveValue(Equal(a.Tools.Second.ID)))
 			Expect(a.Tools.First.Usage).To(Equal(sdkAnthropicUsage{len(aRoot.PromptTokenIDs), len(aRoot.GenerationTokenIDs)}))

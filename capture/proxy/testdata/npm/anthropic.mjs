@@ -64,6 +64,25 @@ const results = {};
   };
 }
 
+// 1b. The same tool conversation under a long system prompt, as Claude Code
+// sends one: each request is large enough for the proxy to carry the
+// conversation, and its translation to chat, to the rollout's next request.
+{
+  const c = client("long-tools");
+  const system = [{ type: "text", text: "You are a careful coding agent; read before you edit. ".repeat(800) }];
+  const first = [{ role: "user", content: "Claude, what is the weather in Paris?" }];
+  const r1 = await c.messages.create({ model, max_tokens: 512, system, tools, messages: first }, script("weather"));
+  const use = r1.content.find((b) => b.type === "tool_use");
+  assert.ok(use, "a tool_use block");
+  const second = [...first,
+    { role: "assistant", content: r1.content },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny, 21 degrees" }] }];
+  const r2 = await c.messages.create({ model, max_tokens: 512, system, tools, messages: second }, script("weather"));
+  assert.equal(r2.stop_reason, "end_turn");
+  assert.deepEqual(leaks(r2), []);
+  results.long_tools = { text: r2.content.filter((b) => b.type === "text").map((b) => b.text).join("") };
+}
+
 // 2. Streaming through messages.stream() with event handlers.
 {
   const c = client("stream");
