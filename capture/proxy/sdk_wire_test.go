@@ -126,6 +126,9 @@ type openAIResults struct {
 				Usage  sdkOpenAIUsage `json:"usage"`
 			} `json:"second"`
 		} `json:"chat"`
+		LongChat struct {
+			Text string `json:"text"`
+		} `json:"long_chat"`
 		Helper struct {
 			Text string  `json:"text"`
 			Tool sdkTool `json:"tool"`
@@ -194,9 +197,9 @@ var _ = Describe("wire compatibility with the official SDK clients", Label("npm"
 			ledgerOf := map[string]vllm.LedgerEntry{} // by model call id
 			want := map[string]int{
 				"tools": 2, "long-tools": 2, "stream": 1, "stream-chain": 2, // Anthropic
-				"chat": 2, "helper": 1, "responses": 2, "responses-stream": 1, // OpenAI
+				"chat": 2, "long-chat": 2, "helper": 1, "responses": 2, "responses-stream": 1, // OpenAI
 			}
-			chains := []string{"tools", "long-tools", "stream-chain", "chat", "responses"}
+			chains := []string{"tools", "long-tools", "stream-chain", "chat", "long-chat", "responses"}
 			for i := range sdkParallel {
 				name := fmt.Sprintf("parallel-%d", i)
 				want[name] = 2
@@ -290,6 +293,8 @@ var _ = Describe("wire compatibility with the official SDK clients", Label("npm"
 
 			By("checking what the OpenAI client saw against the script and the records")
 			o := oai.Results
+			Expect(o.LongChat.Text).To(Equal(sdkWeatherText))
+			Expect(p.ConversationHeld(rollout("long-chat"))).To(BeTrue(), "the long conversation was carried from call to call")
 			cRoot, cChild := rootAndChild(frozen["chat"])
 			Expect(o.Chat.First.Tool).To(Equal(sdkTool{Name: "get_weather", Arguments: paris}))
 			Expect(o.Chat.First.Usage).To(Equal(sdkOpenAIUsage{len(cRoot.PromptTokenIDs), len(cRoot.GenerationTokenIDs)}))

@@ -60,6 +60,22 @@ const results = {};
   results.chat = { first: { tool: call(msg.tool_calls[0]), usage: r1.usage }, second: { text, chunks, usage } };
 }
 
+// 1b. The same chat tool conversation under a long system prompt, as an
+// agent harness sends one: each request is large enough for the proxy to
+// carry the conversation to the rollout's next request.
+{
+  const c = client("long-chat");
+  const first = [{ role: "system", content: "You are a careful coding agent; read before you edit. ".repeat(800) },
+    { role: "user", content: "What is the weather in Paris?" }];
+  const r1 = await c.chat.completions.create({ model, messages: first, tools }, script("weather"));
+  assert.equal(r1.choices[0].finish_reason, "tool_calls");
+  const msg = r1.choices[0].message;
+  const second = [...first, msg, { role: "tool", tool_call_id: msg.tool_calls[0].id, content: "sunny, 21 degrees" }];
+  const r2 = await c.chat.completions.create({ model, messages: second, tools }, script("weather"));
+  assert.deepEqual(leaks(r2), []);
+  results.long_chat = { text: r2.choices[0].message.content };
+}
+
 // 2. Chat through the SDK's stream helper.
 {
   const c = client("helper");
