@@ -1,6 +1,12 @@
 package proxy
 
-import "github.com/capbench/capbench/capture/lineage"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/capbench/capbench/capture/lineage"
+)
 
 // DefaultMaxConnectionsFor is the connection cap chosen for a descriptor
 // limit (exported for specs).
@@ -98,7 +104,22 @@ func MessagesToChatAfter(prev, next []byte) (after, alone []byte, reused bool, e
 			return nil, nil, err
 		}
 		enc, err := marshalGeneric(out)
-		return enc, cc, err
+		if err != nil {
+			return nil, nil, err
+		}
+		// Encoded again (a stream's fallback, encoding/json): the same bytes.
+		again, err := marshalGeneric(out)
+		if err != nil {
+			return nil, nil, err
+		}
+		viaJSON, err := json.Marshal(out)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !bytes.Equal(again, enc) || !bytes.Equal(viaJSON, enc) {
+			return nil, nil, fmt.Errorf("encoded again: %s\nencoding/json: %s\nfirst: %s", again, viaJSON, enc)
+		}
+		return enc, cc, nil
 	}
 	_, pc, err := chatOf(prev, nil)
 	if err != nil {

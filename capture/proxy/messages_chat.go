@@ -35,7 +35,8 @@ func (c *chatTranslation) elems() []byte {
 // request's messages were encoded to, and the new messages. The encoder
 // writes them straight into the upstream body and notes where the
 // messages after the system one landed (a part of that body, which the
-// next request copies), so the encoding is not held twice.
+// next request copies), so the encoding is not held twice; prev and more
+// are dropped then. Only elems is read from another goroutine.
 type chatMessages struct {
 	lead  []any
 	prev  []byte
@@ -54,7 +55,23 @@ func (c *chatMessages) appendTo(dst []byte, depth int) ([]byte, error) {
 		dst = append(dst, ',')
 	}
 	start := len(dst)
+	if done := c.elems.Load(); done != nil { // encoded before: the same bytes
+		dst = append(dst, *done...)
+	} else if dst, err = c.appendElems(dst, start, depth); err != nil {
+		return nil, err
+	}
+	elems := dst[start:len(dst):len(dst)]
+	if len(elems) == 0 && len(c.lead) > 0 {
+		dst = dst[:start-1] // no comma after the system message
+	}
+	return append(dst, ']'), nil
+}
+
+// appendElems writes the messages after the system one at dst[start:] and
+// notes where they landed.
+func (c *chatMessages) appendElems(dst []byte, start, depth int) ([]byte, error) {
 	dst = append(dst, c.prev...)
+	var err error
 	for _, m := range c.more {
 		if len(dst) > start {
 			dst = append(dst, ',')
@@ -65,10 +82,8 @@ func (c *chatMessages) appendTo(dst []byte, depth int) ([]byte, error) {
 	}
 	elems := dst[start:len(dst):len(dst)]
 	c.elems.Store(&elems)
-	if len(elems) == 0 && len(c.lead) > 0 {
-		dst = dst[:start-1] // no comma after the system message
-	}
-	return append(dst, ']'), nil
+	c.prev, c.more = nil, nil // in elems now; the previous request's body is let go
+	return dst, nil
 }
 
 // MarshalJSON is the list as the proxy's encoder writes it, for
