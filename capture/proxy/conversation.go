@@ -39,16 +39,10 @@ func continues(raw, head []byte) (next int, ok bool) {
 
 // listAfter decodes the JSON array raw (a checked lazyValue's bytes) when
 // it continues prev's list: prev's elements are reused and only the ones
-// after them are decoded. ok is false when raw does not begin with prev's
-// elements, and the caller decodes the whole list.
-func listAfter(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, ok bool) {
-	list, _, ok = listAfterAt(raw, prev, d)
-	return list, ok
-}
-
-// listAfterAt is listAfter that also returns the index in raw of the comma
-// or closing bracket after prev's elements.
-func listAfterAt(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, at int, ok bool) {
+// after them are decoded; at is the index in raw of the comma or closing
+// bracket after prev's elements. ok is false when raw does not begin with
+// prev's elements, and the caller decodes the whole list.
+func listAfter(raw []byte, prev *conversationMemo, d lineage.Dialect) (list []any, at int, ok bool) {
 	if prev == nil || prev.elems == nil || prev.dialect != d {
 		return nil, 0, false
 	}
@@ -113,7 +107,7 @@ func messagesAfter(cc *callCtx, body map[string]any, prev *conversationMemo, d l
 		return body
 	}
 	out := cloneMap(body)
-	list, at, reused := listAfterAt(lv.raw, prev, d)
+	list, at, reused := listAfter(lv.raw, prev, d)
 	if reused {
 		out["messages"] = list
 		cc.resume = prev.cp

@@ -66,7 +66,8 @@ func ListAfter(prev, list []byte) (decoded []any, ok bool) {
 	if err != nil {
 		return nil, false
 	}
-	return listAfter(list, &conversationMemo{dialect: lineage.DialectChat, head: head, elems: elems.([]any)}, lineage.DialectChat)
+	decoded, _, ok = listAfter(list, &conversationMemo{dialect: lineage.DialectChat, head: head, elems: elems.([]any)}, lineage.DialectChat)
+	return decoded, ok
 }
 
 // DecodeRequestAfter decodes a request body as the capture path does when
@@ -144,6 +145,6 @@ func ResumesFrom(prevDialect lineage.Dialect, prev []byte, d lineage.Dialect, li
 	if err != nil {
 		return false
 	}
-	_, ok := listAfter(list, &conversationMemo{dialect: prevDialect, head: listHead(prev), elems: elems.([]any)}, d)
+	_, _, ok := listAfter(list, &conversationMemo{dialect: prevDialect, head: listHead(prev), elems: elems.([]any)}, d)
 	return ok
 }

@@ -101,11 +101,13 @@ func (p *Proxy) messagesToChat(cc *callCtx, body map[string]any) (map[string]any
 	prevElems := prev.elems()
 	var raw *anthropic.Raw
 	var prevT *anthropic.Translated
-	if prevElems != nil {
+	// ToChatAfter starts afresh from a translation of more messages than
+	// the list holds; the encoding below must then not reuse prev's either.
+	if prevElems != nil && prev.t.Count <= len(cc.list) {
 		prevT = prev.t
 		raw = messagesRawAfter(cc.members, cc.listRaw[cc.listFrom:], prevT.Count)
 	} else {
-		raw = messagesRaw(cc.raw)
+		prevElems, raw = nil, messagesRaw(cc.raw)
 	}
 	out, t, err := anthropic.ToChatAfter(body, raw, prevT)
 	if err != nil {

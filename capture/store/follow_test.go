@@ -154,18 +154,20 @@ func followedStores() []TableEntry {
 	}
 }
 
+// putCanonical stores e through the canonical path a proxy takes and
+// returns its line.
+func putCanonical(ctx context.Context, sink store.CanonicalSink, e *record.Entry) []byte {
+	GinkgoHelper()
+	canonical, err := store.EncodeLine(e)
+	Expect(err).NotTo(HaveOccurred())
+	digest, err := sink.PutCanonical(ctx, e, canonical)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(digest).To(Equal(record.EntryDigest(canonical)))
+	return canonical
+}
+
 var _ = Describe("a follower told what its process wrote", func() {
-	// put stores e through the canonical path a proxy takes and returns its
-	// line.
-	put := func(ctx context.Context, sink store.CanonicalSink, e *record.Entry) []byte {
-		GinkgoHelper()
-		canonical, err := store.EncodeLine(e)
-		Expect(err).NotTo(HaveOccurred())
-		digest, err := sink.PutCanonical(ctx, e, canonical)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(digest).To(Equal(record.EntryDigest(canonical)))
-		return canonical
-	}
+	put := putCanonical
 
 	// handedFirst puts a rollout's first entry and hands it to a new
 	// follower of that rollout.
@@ -252,15 +254,7 @@ var _ = Describe("a follower handed a delta record with its full prompt", func()
 	DescribeTable("answers its cumulative tokens and digest without walking the chain back",
 		func(ctx SpecContext, open func() (store.TailReader, store.CanonicalSink)) {
 			src, sink := open()
-			put := func(e *record.Entry) []byte {
-				GinkgoHelper()
-				canonical, err := store.EncodeLine(e)
-				Expect(err).NotTo(HaveOccurred())
-				digest, err := sink.PutCanonical(ctx, e, canonical)
-				Expect(err).NotTo(HaveOccurred())
-				Expect(digest).To(Equal(record.EntryDigest(canonical)))
-				return canonical
-			}
+			put := func(e *record.Entry) []byte { return putCanonical(ctx, sink, e) }
 			root := newEntry("dchain", "call-000")
 			put(root)
 			parent, cum := root, root.Cumulative()
