@@ -69,7 +69,60 @@ func NewGroupSync(syncAll, syncOne func(*os.File) error, groupFrom int) *GroupSy
 }
 
 // Wait is what an append does after its write.
-func (g *GroupSync) Wait(f *os.File) error { return g.g.wait(f) }
+func (g *GroupSync) Wait(f *os.File) error {
+	_, err := g.g.wait(f)
+	return err
+}
+
+// WaitWhole is Wait that also says whether the sync was of the whole file
+// system.
+func (g *GroupSync) WaitWhole(f *os.File) (bool, error) { return g.g.wait(f) }
+
+// WithCreateByName makes the store create every missing file by name, never
+// by linking an unnamed inode: the peer of the file-creation benchmark and
+// specs.
+func WithCreateByName() FileOption { return func(s *FileStore) { s.creator.byName = true } }
+
+// WithDirSync makes the store's directory sync after linked creations
+// call fn first (a spec counts them, or makes one fail).
+func WithDirSync(fn func() error) FileOption {
+	return func(s *FileStore) {
+		own := s.creator.syncDir
+		s.creator.syncDir = func() error {
+			if err := fn(); err != nil {
+				return err
+			}
+			return own()
+		}
+	}
+}
+
+// HoldCreation counts one file creation as running in the store until the
+// returned func is called, so the store's own creations meanwhile link
+// unnamed inodes, as they do while other rollouts are being created.
+func HoldCreation(s *FileStore) (release func()) {
+	s.creator.inFlight.Add(1)
+	return func() { s.creator.inFlight.Add(-1) }
+}
+
+// LinkNew is the store's linked creation of path alone: ok is false when it
+// made nothing.
+func LinkNew(s *FileStore, path string) (f *os.File, ok bool) {
+	return s.creator.link(path, os.O_WRONLY|os.O_APPEND)
+}
+
+// EntriesDurable is what a sync that has just finished does for the files
+// linked before it (linked of them): whole says it synced the whole file
+// system.
+func EntriesDurable(s *FileStore, linked uint64, whole bool) error {
+	return s.entriesDurable(linked, whole)
+}
+
+// LinkedFiles is how many files the store has created by linking an
+// unnamed inode, and the count its directory has been synced up to.
+func (s *FileStore) LinkedFiles() (linked, dirSynced uint64) {
+	return s.creator.linked.Load(), s.creator.synced.Load()
+}
 
 // Waiting is how many writers the next sync will cover so far.
 func (g *GroupSync) Waiting() int {

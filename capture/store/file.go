@@ -64,7 +64,8 @@ type FileStore struct {
 
 	writeFailures, diskFull atomic.Uint64
 
-	group *groupSync // nil under WithPerFileSync
+	group   *groupSync // nil under WithPerFileSync
+	creator creator
 
 	readBuf []byte // guarded by mu; see takeReadBuffer
 }
@@ -176,6 +177,7 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 		return nil, fmt.Errorf("store: directory %s is not writable: %w", dir, err)
 	}
 	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
+	s.creator.syncDir = s.syncDir
 	if syncfsReportsErrors() {
 		s.group = newGroupSync()
 	}
@@ -235,7 +237,7 @@ func (s *FileStore) lock(ctx context.Context, id string, exclusive bool) (*held,
 	} else {
 		sl.mu.RLock()
 	}
-	lk, err := acquireFileLock(ctx, s.path(id, suffixLock), exclusive, cached)
+	lk, err := s.acquireFileLock(ctx, s.path(id, suffixLock), exclusive, cached)
 	if err != nil {
 		h := &held{s: s, id: id, sl: sl, exclusive: exclusive}
 		h.unlock()
@@ -348,7 +350,7 @@ func (s *FileStore) writePending(v *slot) error {
 	defer cancel()
 	cached := v.files.lock
 	v.files.lock = nil
-	lk, err := acquireFileLock(ctx, s.path(v.id, suffixLock), true, cached)
+	lk, err := s.acquireFileLock(ctx, s.path(v.id, suffixLock), true, cached)
 	if err != nil {
 		return err
 	}

@@ -146,13 +146,14 @@ func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte)
 	before := cur.size
 	if *a == nil {
 		flag := os.O_WRONLY | os.O_APPEND
-		if !cur.exists {
+		var f *os.File
+		err := os.ErrNotExist
+		if cur.exists {
 			// Only an open that may create takes the directory's lock.
-			flag |= os.O_CREATE
+			f, err = openRegular(path, flag)
 		}
-		f, err := openRegular(path, flag)
 		if errors.Is(err, os.ErrNotExist) {
-			f, err = openRegular(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
+			f, err = s.creator.create(path, flag, true)
 		}
 		if err != nil {
 			if isSpaceErr(err) {
@@ -178,10 +179,18 @@ func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte)
 // durable makes what was appended to f durable: through the store's group
 // sync, or with f's own fdatasync under WithPerFileSync.
 func (s *FileStore) durable(f *os.File) error {
+	linked := s.creator.linked.Load()
+	whole := false
+	var err error
 	if s.group != nil {
-		return s.group.wait(f)
+		whole, err = s.group.wait(f)
+	} else {
+		err = datasync(f)
 	}
-	return datasync(f)
+	if err != nil {
+		return err
+	}
+	return s.entriesDurable(linked, whole)
 }
 
 func datasync(f *os.File) error {

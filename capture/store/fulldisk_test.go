@@ -28,11 +28,14 @@ func smallDisk() string {
 }
 
 var _ = Describe("file store on a disk that fills", func() {
-	It("fails writes with a disk-full error naming the file, counts them, leaves nothing half-written, and recovers", func(ctx context.Context) {
+	DescribeTable("fails writes with a disk-full error naming the file, counts them, leaves nothing half-written, and recovers", func(ctx context.Context, linked bool) {
 		dir := filepath.Join(smallDisk(), "capture")
 		fs, err := store.NewFileStore(dir)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(fs.Close)
+		if linked {
+			DeferCleanup(store.HoldCreation(fs))
+		}
 		Expect(fs.BeginCall(ctx, "old", "c1")).To(Succeed())
 		Expect(fs.Put(ctx, newEntry("old", "c1"))).To(Succeed())
 		before, err := os.ReadFile(filepath.Join(dir, "old.tokens.jsonl"))
@@ -75,5 +78,12 @@ var _ = Describe("file store on a disk that fills", func() {
 		snap, err := fs.Freeze(ctx, "old")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(snap.Entries).To(HaveLen(2))
-	})
+		if linked {
+			n, _ := fs.LinkedFiles()
+			Expect(n).To(BeNumerically(">", 0), "the spec went through linked creation")
+		}
+	},
+		Entry("files created by name", false),
+		Entry("files linked into place while other rollouts are created", true),
+	)
 })

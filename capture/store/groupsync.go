@@ -53,6 +53,7 @@ type syncGroup struct {
 	done    chan struct{}
 	lead    chan struct{} // holds one token when a writer of this group is to run its sync
 	err     error
+	whole   bool // the sync was of the whole file system (set before done closes)
 }
 
 func newSyncGroup() *syncGroup {
@@ -87,7 +88,8 @@ func kernelAtLeast(release string, major, minor int) bool {
 // wait returns once a sync covering what was appended to f before the call
 // has finished, with that sync's error: f's own sync while few writers are
 // syncing, else the next sync of f's file system, started after the call.
-func (g *groupSync) wait(f *os.File) error {
+// whole says it was a sync of the whole file system.
+func (g *groupSync) wait(f *os.File) (whole bool, err error) {
 	g.mu.Lock()
 	g.inflight++
 	defer func() {
@@ -97,7 +99,7 @@ func (g *groupSync) wait(f *os.File) error {
 	}()
 	if g.inflight < g.groupFrom {
 		g.mu.Unlock()
-		return g.syncOne(f)
+		return false, g.syncOne(f)
 	}
 	grp := g.next
 	grp.writers++
@@ -109,7 +111,7 @@ func (g *groupSync) wait(f *os.File) error {
 	g.mu.Unlock()
 	select {
 	case <-grp.done:
-		return grp.err
+		return grp.whole, grp.err
 	case <-grp.lead:
 		return g.run(grp, f)
 	}
@@ -117,7 +119,7 @@ func (g *groupSync) wait(f *os.File) error {
 
 // run syncs for grp through f, whose file system every writer of grp
 // appended to, then hands on the group that gathered meanwhile.
-func (g *groupSync) run(grp *syncGroup, f *os.File) error {
+func (g *groupSync) run(grp *syncGroup, f *os.File) (whole bool, err error) {
 	g.mu.Lock()
 	alone := grp.writers == 1
 	g.next = newSyncGroup()
@@ -127,6 +129,7 @@ func (g *groupSync) run(grp *syncGroup, f *os.File) error {
 		// than a sync of the whole file system.
 		grp.err = g.syncOne(f)
 	} else {
+		grp.whole = true
 		grp.err = g.syncAll(f)
 	}
 	close(grp.done)
@@ -137,7 +140,7 @@ func (g *groupSync) run(grp *syncGroup, f *os.File) error {
 		g.running = false
 	}
 	g.mu.Unlock()
-	return grp.err
+	return grp.whole, grp.err
 }
 
 func syncfs(f *os.File) error {

@@ -1,14 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/internal/stats"
 )
@@ -47,24 +44,11 @@ func BenchmarkGroupSync(b *testing.B) {
 	}
 }
 
-// putCalls makes rollouts×perRollout calls (BeginCall, then Put) and
-// returns calls per second.
+// putCalls makes rollouts×perRollout calls (BeginCall, then Put) from one
+// writer per rollout and returns calls per second.
 func putCalls(b *testing.B, dir string, opts []store.FileOption, rollouts, perRollout int) float64 {
 	b.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	s, err := store.NewFileStore(dir, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	entries := make([][]*record.Entry, rollouts)
-	for r := range rollouts {
-		for i := range perRollout {
-			entries[r] = append(entries[r], benchEntry(fmt.Sprintf("g-%d", r), i))
-		}
-	}
-	took := putConcurrently(context.Background(), b, s, entries, true)
-	return float64(rollouts*perRollout) / took.Seconds()
+	var ids []string
+	rate, _ := newRollouts(b, dir, opts, "g", rollouts, perRollout, 1, &ids)
+	return rate
 }

@@ -29,7 +29,7 @@ const lockPollInterval = 2 * time.Millisecond
 // check that the path still names the inode we locked; if not, a waiter that
 // queued on the removed inode would hold a lock nobody else sees, so it
 // retries on the new file.
-func acquireFileLock(ctx context.Context, path string, exclusive bool, cached *appender) (*appender, error) {
+func (s *FileStore) acquireFileLock(ctx context.Context, path string, exclusive bool, cached *appender) (*appender, error) {
 	how := unix.LOCK_SH
 	if exclusive {
 		how = unix.LOCK_EX
@@ -42,7 +42,7 @@ func acquireFileLock(ctx context.Context, path string, exclusive bool, cached *a
 			// directory's lock, which every rollout's opens contend for.
 			f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
 			if errors.Is(err, os.ErrNotExist) {
-				f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+				f, err = s.creator.create(path, os.O_RDWR|os.O_APPEND, false)
 			}
 			if isSpaceErr(err) {
 				return nil, &WriteError{Path: path, Op: "create", Err: err}

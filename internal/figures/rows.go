@@ -99,6 +99,14 @@ func Rows() []Row {
 				` 16 rollouts {{.Med "GroupSync/rollouts=16" "group/per-file" | f 2}}×, one rollout alone {{.Med "GroupSync/rollouts=1" "group/per-file" | f 2}}×`,
 		},
 		{
+			Name: "file-create",
+			What: "file store, new rollouts from 64 writers at once after the consumer retired the round before (a `begin_call` and a put per call): files linked from unnamed inodes while another creation runs (the default) vs every file created by name, alternating rounds",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "NewRollouts", "-benchtime", "6x"}}},
+			Figure: `a new rollout every call: {{.Med "NewRollouts/writers=64/calls=1" "calls/s" | f 0}} vs {{.Med "NewRollouts/writers=64/calls=1" "by-name-calls/s" | f 0}} calls/s ({{.Med "NewRollouts/writers=64/calls=1" "linked/by-name" | f 2}}×),` +
+				` {{.Med "NewRollouts/writers=64/calls=1" "cpu-µs/call" | f 0}} vs {{.Med "NewRollouts/writers=64/calls=1" "by-name-cpu-µs/call" | f 0}} µs CPU per call;` +
+				` every 50 calls: {{.Med "NewRollouts/writers=64/calls=50" "linked/by-name" | f 2}}×; one writer alone (by name both ways): {{.Med "NewRollouts/writers=1/calls=1" "linked/by-name" | f 2}}×`,
+		},
+		{
 			Name: "nats-put",
 			What: "NATS JetStream store vs file store, puts/s, same run",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store/natsstore", "-run", "^$", "-bench", "BenchmarkPut", "-benchtime", "1s", "-count", "3"}}},
