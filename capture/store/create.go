@@ -69,8 +69,8 @@ func (c *creator) link(path string, flag int) (*os.File, bool) {
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 	if err != nil {
 		_ = unix.Close(fd) // the unnamed inode goes with it
-		if !errors.Is(err, unix.EEXIST) && !isSpaceErr(err) {
-			c.noLink.Store(true) // no /proc, or a file system that refuses
+		if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EINTR) && !isSpaceErr(err) {
+			c.noLink.Store(true) // no /proc, or a file system without hard links
 		}
 		return nil, false
 	}
