@@ -12,11 +12,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capbench/capbench/bench"
+	"github.com/capbench/capbench/internal/cputime"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -114,12 +114,12 @@ func wrkRequestsPerSecond(b *testing.B, url string, body []byte) float64 {
 func ourRequestsPerSecond(b *testing.B, url string, bodies [][]byte, stream bool) (rate, tokens, cpuPerReq float64) {
 	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(peerConns), Bodies: bodies, Stream: stream,
 		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url}}}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	out, err := bench.RunLoad(context.Background(), bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: peerConns}}, Duration: peerDuration}, w)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	s := bench.Summarize(out.Samples, out.Stages, bench.SLO{})[0]
 	if s.Failed > 0 {
 		b.Fatalf("%d requests failed: %s", s.Failed, s.FirstError)
@@ -136,17 +136,6 @@ func peerBodies(b *testing.B, stream bool) [][]byte {
 		b.Fatal(err)
 	}
 	return bodies
-}
-
-// processCPU is this process's user + system time so far: the load
-// generator's own cost per request, which moves far less on a shared
-// machine than its rate does.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peerRounds alternate wrk and the load generator so both see the same

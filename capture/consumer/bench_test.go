@@ -12,13 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capbench/capbench/capture/consumer"
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/cputime"
 	"github.com/capbench/capbench/internal/gympeer"
 	"github.com/capbench/capbench/internal/stats"
 )
@@ -251,16 +251,6 @@ func BenchmarkFinalizeLine200x32k(b *testing.B) {
 	}
 }
 
-// processCPU is the process's user + system time so far: on a shared
-// machine CPU time per op moves far less than wall time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // coldLoop times run on a store opened over a fresh copy of the never-frozen
 // 200x32k rollout each iteration; the copy is not timed.
 //
@@ -355,14 +345,14 @@ func coldLoop(b *testing.B, wholeProcess bool, run func(fs *store.FileStore)) {
 			gymRound()
 		}
 		b.StartTimer()
-		start, before := time.Now(), processCPU()
+		start, before := time.Now(), cputime.Process()
 		fs, err := store.NewFileStore(oursDir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(fs)
 		ours := time.Since(start)
-		cpu += processCPU() - before
+		cpu += cputime.Process() - before
 		b.StopTimer()
 		if gympeer.OursFirst(round) {
 			gymRound()

@@ -12,12 +12,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/cputime"
 	"github.com/capbench/capbench/internal/stats"
 	"github.com/capbench/capbench/internal/syncfloor"
 )
@@ -82,15 +82,6 @@ func benchFileStore(b *testing.B, dir string) *store.FileStore {
 	return fs
 }
 
-// processCPU is the process's user + system time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkProxyFileStore is the capture proxy over the file store (NeMo
 // Gym's on-disk format; an intent and a record made durable per call) with 1,
 // 16 and 64 concurrent rollouts and 1 or 50 small non-streaming calls per
@@ -130,15 +121,15 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
-				cpu1 := processCPU()
+				cpu1 := cputime.Process()
 				b.ResetTimer()
 				captured := closedLoop(b, client, func(w, j int) string {
 					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
 				}, body, c, n)
 				b.StopTimer()
-				cpu2 := processCPU()
+				cpu2 := cputime.Process()
 				b.ReportMetric(captured, "calls/s")
 				b.ReportMetric(direct, "direct-calls/s")
 				b.ReportMetric(captured/direct, "ratio")
@@ -182,11 +173,11 @@ func benchProcs(b *testing.B, fake *vllm.Server, client *http.Client, c int) {
 				procs = 3*cpus - procs
 			}
 			runtime.GOMAXPROCS(procs)
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			rate[procs] = append(rate[procs], closedLoop(b, client, func(w, j int) string {
 				return fmt.Sprintf("%s/ng-rollout/procs-%d-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, procs, w, j/perRollout)
 			}, smallChatBody, c, n))
-			cpu[procs] = append(cpu[procs], float64((processCPU()-cpu0).Microseconds())/float64(n))
+			cpu[procs] = append(cpu[procs], float64((cputime.Process()-cpu0).Microseconds())/float64(n))
 		}
 	}
 	b.StopTimer()

@@ -16,10 +16,10 @@ import (
 // every rollout's files share; on ext4 without a journal, after many
 // deletes, one allocation can take most of a millisecond, and concurrent
 // creators queue (and spin) behind it. So while another creation is
-// running, a file is made as an unnamed inode in the
-// directory (O_TMPFILE), allocated outside that lock, then given its name
-// with linkat(2), which never replaces an existing name. A creation with
-// nothing else in flight goes by name, as Gym's store does.
+// running, a file is made as an unnamed inode in the directory (O_TMPFILE),
+// allocated outside that lock, then given its name with linkat(2), which
+// never replaces an existing name. A creation with nothing else in flight
+// goes by name, as Gym's store does.
 //
 // A linked file's directory entry is not made durable by the file's own
 // fdatasync on every file system (ext4 without a journal syncs the parent
@@ -33,6 +33,20 @@ type creator struct {
 	// durable; synced is the count the directory has been synced up to.
 	linked, synced atomic.Uint64
 	syncDir        func() error // the store's directory fsync (specs count it)
+}
+
+// open opens path with flag (O_WRONLY or O_RDWR, and O_APPEND), creating
+// the file when it is missing. mayExist makes it try a plain open first: an
+// open that may create takes the directory's lock, which every rollout's
+// opens contend for. durable is as for create.
+func (c *creator) open(path string, flag int, mayExist, durable bool) (*os.File, error) {
+	if mayExist {
+		f, err := openRegular(path, flag)
+		if !errors.Is(err, os.ErrNotExist) {
+			return f, err
+		}
+	}
+	return c.create(path, flag, durable)
 }
 
 // create opens path with flag (O_WRONLY or O_RDWR, and O_APPEND), creating

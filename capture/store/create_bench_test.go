@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/cputime"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -53,9 +53,8 @@ func BenchmarkNewRollouts(b *testing.B) {
 					retire(b, dir, held)
 					time.Sleep(1100 * time.Millisecond) // ext4 skips inodes freed in an earlier second
 					b.StartTimer()
-					var ids []string
-					r, perCall := newRollouts(b, dir, m.opts, fmt.Sprintf("r%d", round), c.writers, c.perRollout, c.rolloutsEach, &ids)
-					held = ids
+					var r, perCall float64
+					held, r, perCall = newRollouts(b, dir, m.opts, fmt.Sprintf("r%d", round), c.writers, c.perRollout, c.rolloutsEach)
 					got[m.name] = r
 					rate[m.name] = append(rate[m.name], r)
 					cpu[m.name] = append(cpu[m.name], perCall)
@@ -72,9 +71,9 @@ func BenchmarkNewRollouts(b *testing.B) {
 }
 
 // newRollouts makes writers × rolloutsEach new rollouts of perRollout calls
-// each in dir and returns the calls per second and the process's CPU µs per
-// call; ids gets the rollouts' ids.
-func newRollouts(b *testing.B, dir string, opts []store.FileOption, prefix string, writers, perRollout, rolloutsEach int, ids *[]string) (float64, float64) {
+// each in dir and returns their ids, the calls per second and the process's
+// CPU µs per call.
+func newRollouts(b *testing.B, dir string, opts []store.FileOption, prefix string, writers, perRollout, rolloutsEach int) (ids []string, rate, cpuPerCall float64) {
 	b.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
@@ -88,16 +87,16 @@ func newRollouts(b *testing.B, dir string, opts []store.FileOption, prefix strin
 	for w := range writers {
 		for k := range rolloutsEach {
 			id := fmt.Sprintf("%s-%d-%d", prefix, w, k)
-			*ids = append(*ids, id)
+			ids = append(ids, id)
 			for i := range perRollout {
 				groups[w] = append(groups[w], benchEntry(id, i))
 			}
 		}
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	took := putConcurrently(context.Background(), b, s, groups, true)
 	calls := float64(writers * rolloutsEach * perRollout)
-	return calls / took.Seconds(), float64((processCPU() - cpu0).Microseconds()) / calls
+	return ids, calls / took.Seconds(), float64((cputime.Process() - cpu0).Microseconds()) / calls
 }
 
 // retire freezes, drops and sweeps the rollouts ids in dir, as a consumer
@@ -125,13 +124,4 @@ func retire(b *testing.B, dir string, ids []string) {
 	if got, err := s.SweepRetired(ctx, 0); err != nil || got != len(ids) {
 		b.Fatal(got, err)
 	}
-}
-
-// processCPU is the process's user + system time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -145,16 +145,7 @@ func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte)
 	}
 	before := cur.size
 	if *a == nil {
-		flag := os.O_WRONLY | os.O_APPEND
-		var f *os.File
-		err := os.ErrNotExist
-		if cur.exists {
-			// Only an open that may create takes the directory's lock.
-			f, err = openRegular(path, flag)
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			f, err = s.creator.create(path, flag, true)
-		}
+		f, err := s.creator.open(path, os.O_WRONLY|os.O_APPEND, cur.exists, true)
 		if err != nil {
 			if isSpaceErr(err) {
 				return s.failed(&WriteError{Path: path, Op: "create", Err: err})
@@ -177,7 +168,8 @@ func (s *FileStore) writeTo(a **appender, path string, cur statKey, data []byte)
 }
 
 // durable makes what was appended to f durable: through the store's group
-// sync, or with f's own fdatasync under WithPerFileSync.
+// sync, or with f's own fdatasync under WithPerFileSync; and with it the
+// directory entries of the files linked before it (entriesDurable).
 func (s *FileStore) durable(f *os.File) error {
 	linked := s.creator.linked.Load()
 	whole := false

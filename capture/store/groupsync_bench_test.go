@@ -48,7 +48,6 @@ func BenchmarkGroupSync(b *testing.B) {
 // writer per rollout and returns calls per second.
 func putCalls(b *testing.B, dir string, opts []store.FileOption, rollouts, perRollout int) float64 {
 	b.Helper()
-	var ids []string
-	rate, _ := newRollouts(b, dir, opts, "g", rollouts, perRollout, 1, &ids)
+	_, rate, _ := newRollouts(b, dir, opts, "g", rollouts, perRollout, 1)
 	return rate
 }

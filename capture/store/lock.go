@@ -38,12 +38,7 @@ func (s *FileStore) acquireFileLock(ctx context.Context, path string, exclusive 
 		a := cached
 		cached = nil
 		if a == nil {
-			// Without O_CREAT first: an open that may create takes the
-			// directory's lock, which every rollout's opens contend for.
-			f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
-			if errors.Is(err, os.ErrNotExist) {
-				f, err = s.creator.create(path, os.O_RDWR|os.O_APPEND, false)
-			}
+			f, err := s.creator.open(path, os.O_RDWR|os.O_APPEND, true, false)
 			if isSpaceErr(err) {
 				return nil, &WriteError{Path: path, Op: "create", Err: err}
 			}
