@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/capbench/capbench/bench"
-	"github.com/capbench/capbench/internal/cputime"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -114,12 +114,12 @@ func wrkRequestsPerSecond(b *testing.B, url string, body []byte) float64 {
 func ourRequestsPerSecond(b *testing.B, url string, bodies [][]byte, stream bool) (rate, tokens, cpuPerReq float64) {
 	w := &bench.ChatWorkload{Client: bench.NewHTTPClient(peerConns), Bodies: bodies, Stream: stream,
 		Endpoints: map[bench.Path]bench.Endpoint{bench.PathTarget: {Base: url}}}
-	cpu0 := cputime.Process()
+	cpu0 := procstat.CPU()
 	out, err := bench.RunLoad(context.Background(), bench.LoadConfig{Stages: []bench.Shape{{Arrival: bench.Closed, Concurrency: peerConns}}, Duration: peerDuration}, w)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu := cputime.Process() - cpu0
+	cpu := procstat.CPU() - cpu0
 	s := bench.Summarize(out.Samples, out.Stages, bench.SLO{})[0]
 	if s.Failed > 0 {
 		b.Fatalf("%d requests failed: %s", s.Failed, s.FirstError)

@@ -18,8 +18,8 @@ import (
 	"github.com/capbench/capbench/capture/consumer"
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
-	"github.com/capbench/capbench/internal/cputime"
 	"github.com/capbench/capbench/internal/gympeer"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -345,14 +345,14 @@ func coldLoop(b *testing.B, wholeProcess bool, run func(fs *store.FileStore)) {
 			gymRound()
 		}
 		b.StartTimer()
-		start, before := time.Now(), cputime.Process()
+		start, before := time.Now(), procstat.CPU()
 		fs, err := store.NewFileStore(oursDir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(fs)
 		ours := time.Since(start)
-		cpu += cputime.Process() - before
+		cpu += procstat.CPU() - before
 		b.StopTimer()
 		if gympeer.OursFirst(round) {
 			gymRound()

@@ -14,7 +14,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
-	"github.com/capbench/capbench/internal/cputime"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -135,7 +135,7 @@ func BenchmarkStreamTokenCPU(b *testing.B) {
 	for r := range rounds {
 		for k := range 2 {
 			leg := []string{"direct", "proxy"}[(k+r)%2]
-			cpu0 := cputime.Process()
+			cpu0 := procstat.CPU()
 			for i := range b.N {
 				url, bd := fake.URL()+"/v1/chat/completions", directBody
 				if leg == "proxy" {
@@ -145,7 +145,7 @@ func BenchmarkStreamTokenCPU(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu[leg] = append(cpu[leg], float64((cputime.Process()-cpu0).Nanoseconds())/1e3/float64(b.N*tokens))
+			cpu[leg] = append(cpu[leg], float64((procstat.CPU()-cpu0).Nanoseconds())/1e3/float64(b.N*tokens))
 		}
 	}
 	b.StopTimer()

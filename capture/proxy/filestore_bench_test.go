@@ -17,7 +17,7 @@ import (
 
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
-	"github.com/capbench/capbench/internal/cputime"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 	"github.com/capbench/capbench/internal/syncfloor"
 )
@@ -121,15 +121,15 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu0 := cputime.Process()
+				cpu0 := procstat.CPU()
 				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
-				cpu1 := cputime.Process()
+				cpu1 := procstat.CPU()
 				b.ResetTimer()
 				captured := closedLoop(b, client, func(w, j int) string {
 					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
 				}, body, c, n)
 				b.StopTimer()
-				cpu2 := cputime.Process()
+				cpu2 := procstat.CPU()
 				b.ReportMetric(captured, "calls/s")
 				b.ReportMetric(direct, "direct-calls/s")
 				b.ReportMetric(captured/direct, "ratio")
@@ -173,11 +173,11 @@ func benchProcs(b *testing.B, fake *vllm.Server, client *http.Client, c int) {
 				procs = 3*cpus - procs
 			}
 			runtime.GOMAXPROCS(procs)
-			cpu0 := cputime.Process()
+			cpu0 := procstat.CPU()
 			rate[procs] = append(rate[procs], closedLoop(b, client, func(w, j int) string {
 				return fmt.Sprintf("%s/ng-rollout/procs-%d-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, procs, w, j/perRollout)
 			}, smallChatBody, c, n))
-			cpu[procs] = append(cpu[procs], float64((cputime.Process()-cpu0).Microseconds())/float64(n))
+			cpu[procs] = append(cpu[procs], float64((procstat.CPU()-cpu0).Microseconds())/float64(n))
 		}
 	}
 	b.StopTimer()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/syncfloor"
 )
 
@@ -374,9 +375,7 @@ func BenchmarkManyRollouts(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := newBenchStore(b, nil)
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
+		before := procstat.LiveHeap()
 		b.StartTimer()
 		for i := range n {
 			id := fmt.Sprintf("many-%06d", i)
@@ -389,10 +388,7 @@ func BenchmarkManyRollouts(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		heap += (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+		heap += (float64(procstat.LiveHeap()) - float64(before)) / float64(n)
 		start := time.Now()
 		if err := s.Close(); err != nil {
 			b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/capbench/capbench/capture/record"
 	"github.com/capbench/capbench/capture/store"
-	"github.com/capbench/capbench/internal/cputime"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -93,10 +93,10 @@ func newRollouts(b *testing.B, dir string, opts []store.FileOption, prefix strin
 			}
 		}
 	}
-	cpu0 := cputime.Process()
+	cpu0 := procstat.CPU()
 	took := putConcurrently(context.Background(), b, s, groups, true)
 	calls := float64(writers * rolloutsEach * perRollout)
-	return ids, calls / took.Seconds(), float64((cputime.Process() - cpu0).Microseconds()) / calls
+	return ids, calls / took.Seconds(), float64((procstat.CPU() - cpu0).Microseconds()) / calls
 }
 
 // retire freezes, drops and sweeps the rollouts ids in dir, as a consumer

@@ -11,12 +11,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/capbench/capbench/capture/store"
+	"github.com/capbench/capbench/internal/procstat"
 )
 
 func openDescriptors() int {
-	names, err := os.ReadDir("/proc/self/fd")
+	n, err := procstat.OpenDescriptors()
 	Expect(err).NotTo(HaveOccurred())
-	return len(names)
+	return n
 }
 
 func stateFiles(dir string) int {

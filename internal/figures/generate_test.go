@@ -89,7 +89,7 @@ var _ = Describe("Generate", func() {
 		Expect(got).To(ContainSubstring(out.String()))
 
 		By("the three chaos rows share one run")
-		Expect(fr.calls).To(HaveLen(23))
+		Expect(fr.calls).To(HaveLen(25))
 		Expect(fr.calls).To(ContainElement("chaos"))
 
 		By("a second run over the same outputs gives the same bytes")

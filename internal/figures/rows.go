@@ -72,6 +72,16 @@ func Rows() []Row {
 				` file store with ` + "`--delta-records`" + ` {{.Med "LongRollout/file-delta" "added/direct@200" | f 2}}×`,
 		},
 		{
+			Name: "proxy-uptime",
+			What: "capture proxy + file store over a long uptime: 12,288 one-call rollouts, 16 at a time, live heap and descriptors after half of them and at the end; the same proxy with its rollout bounds lifted, in the same run",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyUptime", "-benchtime", "1x"}}},
+			Figure: `heap {{.Med "ProxyUptime" "bounded-heap-MiB@half" | f 1}} → {{.Med "ProxyUptime" "bounded-heap-MiB@end" | f 1}} MiB ({{.Med "ProxyUptime" "bounded-heap-B/rollout" | f 0}} B per rollout over the second half),` +
+				` descriptors {{.Med "ProxyUptime" "bounded-fds@half" | f 0}} → {{.Med "ProxyUptime" "bounded-fds@end" | f 0}};` +
+				` without the bounds: {{.Med "ProxyUptime" "unbounded-heap-B/rollout" | f 0}} B and` +
+				` {{div (sub (.Med "ProxyUptime" "unbounded-fds@half") (.Med "ProxyUptime" "unbounded-fds@end")) (mul -0.5 (.Med "ProxyUptime" "unbounded-rollouts")) | f 1}} descriptors more per rollout ever written` +
+				` ({{.Med "ProxyUptime" "unbounded-fds@half" | f 0}} → {{.Med "ProxyUptime" "unbounded-fds@end" | f 0}} over {{.Med "ProxyUptime" "unbounded-rollouts" | f 0}} rollouts)`,
+		},
+		{
 			Name: "resolve-read",
 			What: "parent resolution at call 200 of a 32k-token rollout",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/store", "-run", "^$", "-bench", "ResolveRead200x32k", "-benchtime", "30x"}}},
@@ -123,6 +133,14 @@ func Rows() []Row {
 			},
 			Figure: `{{.Span "NonStreamingVsTrivial" "fake/trivial" 2}}× the trivial server (median {{.Med "NonStreamingVsTrivial" "fake/trivial" | f 2}}×);` +
 				` the fake's handler {{div (.Med "ChatHandler" "ns/op") 1e3 | f 1}} µs and {{.Med "ChatHandler" "allocs/op" | f 0}} allocations per request (` + "`BenchmarkChatHandler`)",
+		},
+		{
+			Name: "fake-ledger",
+			What: "fake vLLM over a long load test: 1,200 chat calls with 27k-token prompts, live heap after half of them and at the end, the ledger bounded at 16 MiB (`--ledger-max-bytes`; 256 MiB by default) and, in the same run, without a byte bound",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./fakes/vllm", "-run", "^$", "-bench", "LedgerUptime", "-benchtime", "1x"}}},
+			Figure: `bounded: heap {{.Med "LedgerUptime" "bounded-heap-MiB@half" | f 1}} → {{.Med "LedgerUptime" "bounded-heap-MiB@end" | f 1}} MiB` +
+				` ({{.Med "LedgerUptime" "bounded-heap-B/call" | f 0}} B per call over the second half; the ledger holds {{.Med "LedgerUptime" "bounded-ledger-MiB" | f 1}} MiB, most of the rest is the fake's prompt cache, bounded at 32 MiB);` +
+				` without the bound: {{div (.Med "LedgerUptime" "unbounded-heap-B/call") 1e3 | f 1}} KB more per call ({{.Med "LedgerUptime" "unbounded-heap-MiB@half" | f 0}} → {{.Med "LedgerUptime" "unbounded-heap-MiB@end" | f 0}} MiB)`,
 		},
 		{
 			Name:    "llm-d-sim",

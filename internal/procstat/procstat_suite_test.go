@@ -1,4 +1,4 @@
-package cputime_test
+package procstat_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func TestCPUTime(t *testing.T) {
+func TestProcstat(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "cputime")
+	RunSpecs(t, "procstat")
 }
