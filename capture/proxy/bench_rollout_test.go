@@ -130,7 +130,11 @@ var (
 // direct call (added/direct), and the same ratio over calls 11-20, so that
 // a per-call cost that grows with the number of earlier calls shows as a
 // rising ratio. With the file store it also reports the disk's own time for
-// the last call's durable append, as a ratio to the direct call. The
+// the last call's durable append, as a ratio to the direct call: measured
+// back to back once the rollout is done (fsync-floor), and between the last
+// ten calls, a line of each call's record's length appended to a file of
+// its own and synced (fsync-inline), which is the state of the machine the
+// proxy's own sync meets. The
 // messages leg sends the same conversation in the Anthropic Messages
 // dialect (memory store), and the file-delta leg stores delta records
 // (DeltaRecords, --delta-records).
@@ -146,7 +150,7 @@ func benchLongRollout(b *testing.B, kind string) {
 	client := benchClient()
 	turn := strings.TrimSpace(strings.Repeat("check the build log and report what failed there ", 15)) // ~160 tokens
 	const calls = 200
-	var lateRatio, earlyRatio, lateDirect, lastPrompt, floorRatio []float64
+	var lateRatio, earlyRatio, lateDirect, lastPrompt, floorRatio, inlineRatio []float64
 	for it := 0; it < b.N; it++ {
 		var st proxy.Store = store.NewMemoryStore()
 		dir := b.TempDir()
@@ -173,6 +177,8 @@ func benchLongRollout(b *testing.B, kind string) {
 		conv.add(b, map[string]any{"role": "system", "content": longRolloutSystem})
 		added := make([]float64, calls)
 		direct := make([]float64, calls)
+		var inline []float64
+		var lastSize int64
 		var promptTokens float64
 		for i := range calls {
 			conv.add(b, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, turn)})
@@ -189,6 +195,13 @@ func benchLongRollout(b *testing.B, kind string) {
 			}
 			added[i] = float64(viaProxy-viaDirect) / 1e3
 			direct[i] = float64(viaDirect) / 1e3
+			if strings.HasPrefix(kind, "file") && i >= calls-10 {
+				size := fileSize(b, filepath.Join(dir, fmt.Sprintf("long-%d.tokens.jsonl", it)))
+				inline = append(inline, inlineFloor(b, dir, int(size-lastSize)-1))
+				lastSize = size
+			} else if strings.HasPrefix(kind, "file") && i == calls-11 {
+				lastSize = fileSize(b, filepath.Join(dir, fmt.Sprintf("long-%d.tokens.jsonl", it)))
+			}
 			var text any
 			text, promptTokens = cl.answer(reply)
 			conv.add(b, map[string]any{"role": "assistant", "content": text})
@@ -201,6 +214,7 @@ func benchLongRollout(b *testing.B, kind string) {
 		lastPrompt = append(lastPrompt, promptTokens)
 		if strings.HasPrefix(kind, "file") {
 			floorRatio = append(floorRatio, durableFloor(b, dir, fmt.Sprintf("long-%d", it))/stats.Median(direct[calls-10:]))
+			inlineRatio = append(inlineRatio, stats.Median(inline)/stats.Median(direct[calls-10:]))
 		}
 	}
 	if strings.HasPrefix(kind, "file") {
@@ -209,6 +223,10 @@ func benchLongRollout(b *testing.B, kind string) {
 		// a call without a record), as a ratio to the direct call: the part
 		// of added/direct no store can avoid here.
 		b.ReportMetric(stats.Median(floorRatio), "fsync-floor/direct@200")
+		// The same append made between calls, in the state the calls
+		// leave the machine in, rather than back to back once they are
+		// done.
+		b.ReportMetric(stats.Median(inlineRatio), "fsync-inline/direct@200")
 	}
 	b.ReportMetric(stats.Median(lateRatio), "added/direct@200")
 	b.ReportMetric(stats.Median(earlyRatio), "added/direct@20")
@@ -216,16 +234,47 @@ func benchLongRollout(b *testing.B, kind string) {
 	b.ReportMetric(stats.Median(lastPrompt), "prompt-tokens@200")
 }
 
-// durableFloor is the median µs, on the disk under dir, of appending and
-// fdatasyncing a line as long as the rollout's last record line.
-func durableFloor(b *testing.B, dir, rollout string) float64 {
+// inlineFloor is the µs, on the disk under dir, of appending and
+// fdatasyncing one line of lineBytes to a file of its own.
+func inlineFloor(b *testing.B, dir string, lineBytes int) float64 {
+	b.Helper()
+	floorDir := filepath.Join(dir, "inline")
+	if err := os.MkdirAll(floorDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	took, err := syncfloor.Latency(floorDir, []int{lineBytes}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(took) / 1e3
+}
+
+// fileSize is the size of the file at path.
+func fileSize(b *testing.B, path string) int64 {
+	b.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// lastLineBytes is the length of the rollout's last record line.
+func lastLineBytes(b *testing.B, dir, rollout string) int {
 	b.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, rollout+".tokens.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	data = bytes.TrimSuffix(data, []byte("\n"))
-	last := len(data) - bytes.LastIndexByte(data, '\n')
+	return len(data) - bytes.LastIndexByte(data, '\n')
+}
+
+// durableFloor is the median µs, on the disk under dir, of appending and
+// fdatasyncing a line as long as the rollout's last record line.
+func durableFloor(b *testing.B, dir, rollout string) float64 {
+	b.Helper()
+	last := lastLineBytes(b, dir, rollout)
 	floorDir := filepath.Join(dir, "floor")
 	if err := os.Mkdir(floorDir, 0o700); err != nil {
 		b.Fatal(err)

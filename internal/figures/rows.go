@@ -68,7 +68,7 @@ func Rows() []Row {
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "BenchmarkLongRollout", "-benchtime", "5x"}}},
 			Figure: `medians of 5 rollouts: memory store {{.Med "LongRollout/memory" "added/direct@200" | f 2}}× (was 8.7–11× when every call re-parsed the rollout);` +
 				` the same conversation in the Anthropic Messages dialect {{.Med "LongRollout/messages" "added/direct@200" | f 2}}×;` +
-				` file store {{.Med "LongRollout/file" "added/direct@200" | f 2}}× (the bare ` + "`fdatasync` of its record's line alone: {{.Med \"LongRollout/file\" \"fsync-floor/direct@200\" | f 2}}×);" +
+				` file store {{.Med "LongRollout/file" "added/direct@200" | f 2}}× (the bare ` + "`fdatasync` of its record's line alone, between the calls: {{.Med \"LongRollout/file\" \"fsync-inline/direct@200\" | f 2}}×; back to back after them: {{.Med \"LongRollout/file\" \"fsync-floor/direct@200\" | f 2}}×);" +
 				` file store with ` + "`--delta-records`" + ` {{.Med "LongRollout/file-delta" "added/direct@200" | f 2}}×`,
 		},
 		{
