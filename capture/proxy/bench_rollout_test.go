@@ -178,7 +178,7 @@ func benchLongRollout(b *testing.B, kind string) {
 		added := make([]float64, calls)
 		direct := make([]float64, calls)
 		var inline []float64
-		var lastSize int64
+		records := filepath.Join(dir, fmt.Sprintf("long-%d.tokens.jsonl", it))
 		var promptTokens float64
 		for i := range calls {
 			conv.add(b, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, turn)})
@@ -186,6 +186,10 @@ func benchLongRollout(b *testing.B, kind string) {
 			directBody := conv.body(`{"logprobs":true,"max_tokens":8,`, `,"model":"policy","return_token_ids":true,"return_tokens_as_token_ids":true,"top_logprobs":0}`)
 			var viaProxy, viaDirect time.Duration
 			var reply map[string]any
+			inlineAt := int64(-1) // the records file's size before the pair, for the last ten calls on the file store
+			if strings.HasPrefix(kind, "file") && i >= calls-10 {
+				inlineAt = fileSize(b, records)
+			}
 			if i%2 == 0 { // alternate the order: neither side always runs on a warmer machine
 				_, viaDirect = postTimed(b, client, fake.URL()+"/v1/chat/completions", directBody, false)
 				reply, viaProxy = postTimed(b, client, url, body, true)
@@ -195,12 +199,9 @@ func benchLongRollout(b *testing.B, kind string) {
 			}
 			added[i] = float64(viaProxy-viaDirect) / 1e3
 			direct[i] = float64(viaDirect) / 1e3
-			if strings.HasPrefix(kind, "file") && i >= calls-10 {
-				size := fileSize(b, filepath.Join(dir, fmt.Sprintf("long-%d.tokens.jsonl", it)))
-				inline = append(inline, inlineFloor(b, dir, int(size-lastSize)-1))
-				lastSize = size
-			} else if strings.HasPrefix(kind, "file") && i == calls-11 {
-				lastSize = fileSize(b, filepath.Join(dir, fmt.Sprintf("long-%d.tokens.jsonl", it)))
+			if inlineAt >= 0 {
+				// The pair appended this call's record line and its newline.
+				inline = append(inline, syncFloor(b, dir, "inline", int(fileSize(b, records)-inlineAt)-1, 1))
 			}
 			var text any
 			text, promptTokens = cl.answer(reply)
@@ -234,21 +235,6 @@ func benchLongRollout(b *testing.B, kind string) {
 	b.ReportMetric(stats.Median(lastPrompt), "prompt-tokens@200")
 }
 
-// inlineFloor is the µs, on the disk under dir, of appending and
-// fdatasyncing one line of lineBytes to a file of its own.
-func inlineFloor(b *testing.B, dir string, lineBytes int) float64 {
-	b.Helper()
-	floorDir := filepath.Join(dir, "inline")
-	if err := os.MkdirAll(floorDir, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	took, err := syncfloor.Latency(floorDir, []int{lineBytes}, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return float64(took) / 1e3
-}
-
 // fileSize is the size of the file at path.
 func fileSize(b *testing.B, path string) int64 {
 	b.Helper()
@@ -274,12 +260,19 @@ func lastLineBytes(b *testing.B, dir, rollout string) int {
 // fdatasyncing a line as long as the rollout's last record line.
 func durableFloor(b *testing.B, dir, rollout string) float64 {
 	b.Helper()
-	last := lastLineBytes(b, dir, rollout)
-	floorDir := filepath.Join(dir, "floor")
-	if err := os.Mkdir(floorDir, 0o700); err != nil {
+	return syncFloor(b, dir, "floor", lastLineBytes(b, dir, rollout), 21)
+}
+
+// syncFloor is the median µs over rounds, on the disk under dir, of
+// appending and fdatasyncing one line of lineBytes to a file of its own in
+// dir's folder sub (made if missing; a later call appends to the same file).
+func syncFloor(b *testing.B, dir, sub string, lineBytes, rounds int) float64 {
+	b.Helper()
+	floorDir := filepath.Join(dir, sub)
+	if err := os.MkdirAll(floorDir, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	took, err := syncfloor.Latency(floorDir, []int{last}, 21)
+	took, err := syncfloor.Latency(floorDir, []int{lineBytes}, rounds)
 	if err != nil {
 		b.Fatal(err)
 	}
