@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,15 +295,17 @@ func BenchmarkProxyLargeCall(b *testing.B) {
 
 // BenchmarkProxyOverheadRounds is BenchmarkProxyOverhead's c=16 memory-store
 // comparison in alternating rounds: each round sends b.N calls directly to
-// the fake, through a bare standard-library reverse proxy and through the
-// capture proxy (as a chat call, and as the same call in the Anthropic
-// Messages dialect Claude Code sends, which the proxy translates to chat),
-// in an order that rotates, so a machine that slows down mid-run slows every
-// leg. It reports the medians over the rounds of each round's ratios and
-// added p50 latencies.
+// the fake, through a TCP relay that only frames messages (the second hop
+// alone, see tcpRelay), through a bare standard-library reverse proxy and
+// through the capture proxy (as a chat call, and as the same call in the
+// Anthropic Messages dialect Claude Code sends, which the proxy translates to
+// chat), in an order that rotates, so a machine that slows down mid-run slows
+// every leg. It reports the medians over the rounds of each round's ratios
+// and added p50 latencies.
 func BenchmarkProxyOverheadRounds(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
 	bare := bareReverseProxy(b, fake.URL())
+	relay := tcpRelay(b, strings.TrimPrefix(fake.URL(), "http://"))
 	p := benchProxy(b, fake.URL(), store.NewMemoryStore())
 	client := benchClient()
 	const c, rounds = 16, 6
@@ -316,12 +319,13 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 		url  func(r, w int) string
 	}{
 		{"direct", func(int, int) string { return fake.URL() + "/v1/chat/completions" }},
+		{"relay", func(int, int) string { return relay + "/v1/chat/completions" }},
 		{"bare", func(int, int) string { return bare + "/v1/chat/completions" }},
 		{"proxy", captured("chat/completions")},
 		{"messages", captured("messages")},
 	}
 	n := max(b.N, c)
-	var bareX, proxyX, proxyXBare, messagesX, bareAdded, proxyAdded, messagesAdded []float64
+	var relayX, bareX, proxyX, proxyXBare, messagesX, bareAdded, proxyAdded, messagesAdded []float64
 	b.ResetTimer()
 	for r := range rounds {
 		rate := map[string]float64{}
@@ -332,6 +336,7 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 			rt, med := closedLoopLatency(b, client, func(w, _ int) string { return leg.url(r, w) }, smallChatBody, c, n)
 			rate[leg.name], p50[leg.name] = rt, float64(med.Microseconds())
 		}
+		relayX = append(relayX, rate["relay"]/rate["direct"])
 		bareX = append(bareX, rate["bare"]/rate["direct"])
 		proxyX = append(proxyX, rate["proxy"]/rate["direct"])
 		proxyXBare = append(proxyXBare, rate["proxy"]/rate["bare"])
@@ -342,6 +347,7 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(stats.Median(proxyX), "x-direct")
+	b.ReportMetric(stats.Median(relayX), "relay-x-direct")
 	b.ReportMetric(stats.Median(bareX), "bare-x-direct")
 	b.ReportMetric(stats.Median(proxyXBare), "x-bare-proxy")
 	b.ReportMetric(stats.Median(messagesX), "messages-x-direct")

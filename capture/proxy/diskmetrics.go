@@ -13,12 +13,15 @@ type diskStatser interface {
 
 // diskCollector reads the store's disk figures at scrape time.
 type diskCollector struct {
-	st                    diskStatser
-	free, total, failures *prometheus.Desc
+	st                           diskStatser
+	free, total, failures        *prometheus.Desc
+	appends, syncs, syncDuration *prometheus.Desc
 }
 
-// registerDiskMetrics exports the capture disk's free space and the store's
-// write failures when the store can report them.
+// registerDiskMetrics exports the capture disk's free space, the store's
+// write failures and its syncs when the store can report them. Appends over
+// syncs is how many calls a sync covered; sync seconds per second near 1
+// says the disk's sync rate bounds the captured calls a second.
 func registerDiskMetrics(reg *prometheus.Registry, st Store) error {
 	ds, ok := st.(diskStatser)
 	if !ok {
@@ -32,6 +35,12 @@ func registerDiskMetrics(reg *prometheus.Registry, st Store) error {
 			"Size of the file system holding the capture directory.", nil, nil),
 		failures: prometheus.NewDesc("capbench_proxy_capture_write_failures_total",
 			"Writes to the capture directory that failed, by cause (disk_full: no space or quota; other).", []string{"cause"}, nil),
+		appends: prometheus.NewDesc("capbench_proxy_capture_synced_appends_total",
+			"Appends to the capture directory (records, and intents synced for calls without one) made durable, each by one sync.", nil, nil),
+		syncs: prometheus.NewDesc("capbench_proxy_capture_syncs_total",
+			"Syncs that made those appends durable, by kind (file_system: a group's syncfs; file: one file's fdatasync).", []string{"kind"}, nil),
+		syncDuration: prometheus.NewDesc("capbench_proxy_capture_sync_seconds_total",
+			"Wall time spent in those syncs, summed over syncs running at once.", nil, nil),
 	})
 }
 
@@ -39,6 +48,9 @@ func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.free
 	ch <- c.total
 	ch <- c.failures
+	ch <- c.appends
+	ch <- c.syncs
+	ch <- c.syncDuration
 }
 
 func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
@@ -49,4 +61,9 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(ds.DiskFullFailures), "disk_full")
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(ds.WriteFailures-ds.DiskFullFailures), "other")
+	sy := ds.Syncs
+	ch <- prometheus.MustNewConstMetric(c.appends, prometheus.CounterValue, float64(sy.Appends))
+	ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(sy.FileSystemSyncs), "file_system")
+	ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(sy.FileSyncs), "file")
+	ch <- prometheus.MustNewConstMetric(c.syncDuration, prometheus.CounterValue, sy.Busy.Seconds())
 }

@@ -113,7 +113,8 @@ func BenchmarkProxyFileStore(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
 		for _, perRollout := range []int{1, 50} {
 			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", c, perRollout), func(b *testing.B) {
-				p := benchProxy(b, fake.URL(), benchFileStore(b, dirFor(b)))
+				fs := benchFileStore(b, dirFor(b))
+				p := benchProxy(b, fake.URL(), fs)
 				n := max(b.N, c)
 				// Two appends per call (intent, then record), each with its
 				// own fdatasync: same writers, same calls.
@@ -125,10 +126,12 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
 				cpu1 := procstat.CPU()
 				b.ResetTimer()
+				sync0, start := syncStats(b, fs), time.Now()
 				captured := closedLoop(b, client, func(w, j int) string {
 					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
 				}, body, c, n)
 				b.StopTimer()
+				reportSyncs(b, syncStats(b, fs), sync0, time.Since(start))
 				cpu2 := procstat.CPU()
 				b.ReportMetric(captured, "calls/s")
 				b.ReportMetric(direct, "direct-calls/s")
@@ -142,6 +145,24 @@ func BenchmarkProxyFileStore(b *testing.B) {
 			})
 		}
 	}
+}
+
+func syncStats(b *testing.B, fs *store.FileStore) store.SyncStats {
+	b.Helper()
+	ds, err := fs.DiskStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ds.Syncs
+}
+
+// reportSyncs reports what the store's syncs did over wall, from before to
+// after: appends each sync covered, and the share of the time a sync was
+// running (near 1, the disk's sync rate bounds the calls a second).
+func reportSyncs(b *testing.B, after, before store.SyncStats, wall time.Duration) {
+	syncs := after.FileSystemSyncs + after.FileSyncs - before.FileSystemSyncs - before.FileSyncs
+	b.ReportMetric(float64(after.Appends-before.Appends)/float64(max(syncs, 1)), "appends/sync")
+	b.ReportMetric((after.Busy-before.Busy).Seconds()/wall.Seconds(), "sync-busy")
 }
 
 // BenchmarkProxyFileStoreProcs is BenchmarkProxyFileStore's 50 calls per

@@ -58,12 +58,15 @@ type DiskStats struct {
 	// WriteFailures counts writes that failed since the store was opened;
 	// DiskFullFailures those of them caused by a full disk or quota.
 	WriteFailures, DiskFullFailures uint64
+	// Syncs counts the syncs that made appends durable.
+	Syncs SyncStats
 }
 
-// DiskStats reads the free space of the capture directory's file system and
-// the store's write-failure counters (exported by the proxy's /metrics).
+// DiskStats reads the free space of the capture directory's file system, the
+// store's write-failure counters and its sync counters (exported by the
+// proxy's /metrics). The counters are set even when statfs fails.
 func (s *FileStore) DiskStats() (DiskStats, error) {
-	out := DiskStats{WriteFailures: s.writeFailures.Load(), DiskFullFailures: s.diskFull.Load()}
+	out := DiskStats{WriteFailures: s.writeFailures.Load(), DiskFullFailures: s.diskFull.Load(), Syncs: s.syncs.stats()}
 	var st unix.Statfs_t
 	if err := unix.Statfs(s.dir, &st); err != nil {
 		return out, fmt.Errorf("store: statfs %s: %w", s.dir, err)

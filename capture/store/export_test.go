@@ -63,7 +63,7 @@ type GroupSync struct{ g *groupSync }
 // writers and syncOne for a writer alone, grouping writers from groupFrom
 // syncing at once.
 func NewGroupSync(syncAll, syncOne func(*os.File) error, groupFrom int) *GroupSync {
-	g := newGroupSync()
+	g := newGroupSync(nil)
 	g.syncAll, g.syncOne, g.groupFrom = syncAll, syncOne, groupFrom
 	return &GroupSync{g}
 }
@@ -142,7 +142,7 @@ func KernelAtLeast(release string, major, minor int) bool {
 func WithSyncFuncs(syncAll, syncOne func(*os.File) error) FileOption {
 	return func(s *FileStore) {
 		if s.group == nil {
-			s.group = newGroupSync()
+			s.group = newGroupSync(&s.syncs)
 		}
 		s.group.syncAll, s.group.syncOne = syncAll, syncOne
 	}

@@ -65,6 +65,7 @@ type FileStore struct {
 	writeFailures, diskFull atomic.Uint64
 
 	group   *groupSync // nil under WithPerFileSync
+	syncs   syncCounters
 	creator creator
 
 	readBuf []byte // guarded by mu; see takeReadBuffer
@@ -179,7 +180,7 @@ func NewFileStore(dir string, opts ...FileOption) (*FileStore, error) {
 	s := &FileStore{dir: dir, slots: map[string]*slot{}, maxIdle: defaultMaxIdle, idleFlush: defaultIdleFlush}
 	s.creator.syncDir = s.syncDir
 	if syncfsReportsErrors() {
-		s.group = newGroupSync()
+		s.group = newGroupSync(&s.syncs)
 	}
 	for _, o := range opts {
 		o(s)

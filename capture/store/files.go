@@ -177,11 +177,12 @@ func (s *FileStore) durable(f *os.File) error {
 	if s.group != nil {
 		whole, err = s.group.wait(f)
 	} else {
-		err = datasync(f)
+		err = s.syncs.run(false, datasync, f)
 	}
 	if err != nil {
 		return err
 	}
+	s.syncs.appends.Add(1)
 	return s.entriesDurable(linked, whole)
 }
 

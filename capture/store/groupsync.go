@@ -38,6 +38,7 @@ type groupSync struct {
 	syncAll   func(*os.File) error // a sync of the whole file system f is on
 	syncOne   func(*os.File) error // a sync of f alone
 	groupFrom int                  // writers syncing at once from which they group
+	counts    *syncCounters        // where the syncs run are counted; nil counts nothing
 
 	mu       sync.Mutex
 	inflight int        // writers in wait now
@@ -60,8 +61,8 @@ func newSyncGroup() *syncGroup {
 	return &syncGroup{done: make(chan struct{}), lead: make(chan struct{}, 1)}
 }
 
-func newGroupSync() *groupSync {
-	return &groupSync{syncAll: syncfs, syncOne: datasync, groupFrom: defaultGroupFrom, next: newSyncGroup()}
+func newGroupSync(counts *syncCounters) *groupSync {
+	return &groupSync{syncAll: syncfs, syncOne: datasync, groupFrom: defaultGroupFrom, counts: counts, next: newSyncGroup()}
 }
 
 // syncfsReportsErrors is whether this kernel's syncfs(2) returns write-back
@@ -99,7 +100,7 @@ func (g *groupSync) wait(f *os.File) (whole bool, err error) {
 	}()
 	if g.inflight < g.groupFrom {
 		g.mu.Unlock()
-		return false, g.syncOne(f)
+		return false, g.counts.run(false, g.syncOne, f)
 	}
 	grp := g.next
 	grp.writers++
@@ -127,10 +128,10 @@ func (g *groupSync) run(grp *syncGroup, f *os.File) (whole bool, err error) {
 	if alone {
 		// A group of one needs only its own file: fdatasync writes less
 		// than a sync of the whole file system.
-		grp.err = g.syncOne(f)
+		grp.err = g.counts.run(false, g.syncOne, f)
 	} else {
 		grp.whole = true
-		grp.err = g.syncAll(f)
+		grp.err = g.counts.run(true, g.syncAll, f)
 	}
 	close(grp.done)
 	g.mu.Lock()

@@ -1,14 +1,17 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
 
 	"github.com/capbench/capbench/capture/store"
 )
@@ -138,5 +141,76 @@ var _ = Describe("group sync", func() {
 		}
 		Expect(one.Load()).To(Equal(int64(4)))
 		Expect(all.Load()).To(Equal(int64(1)), "the four writers behind the leader shared one sync")
+	})
+})
+
+var _ = Describe("a file store's sync counters", func() {
+	// putAtOnce puts one record on each of n rollouts from n goroutines.
+	putAtOnce := func(fs *store.FileStore, n int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				id := "sync-" + strconv.Itoa(i)
+				Expect(fs.Put(context.Background(), newEntry(id, "c1"))).To(Succeed())
+			})
+		}
+		wg.Wait()
+	}
+	syncStats := func(fs *store.FileStore) store.SyncStats {
+		ds, err := fs.DiskStats()
+		Expect(err).NotTo(HaveOccurred())
+		return ds.Syncs
+	}
+
+	DescribeTable("count every acknowledged append once, and each sync that covered them",
+		func(perFile bool) {
+			var opts []store.FileOption
+			if perFile {
+				opts = append(opts, store.WithPerFileSync())
+			}
+			fs, err := store.NewFileStore(GinkgoT().TempDir(), opts...)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(fs.Close)
+			Expect(syncStats(fs)).To(Equal(store.SyncStats{}))
+
+			const n = 32
+			putAtOnce(fs, n)
+			st := syncStats(fs)
+			Expect(st.Appends).To(Equal(uint64(n)))
+			Expect(st.Busy).To(BeNumerically(">", 0))
+			if perFile {
+				Expect(st.FileSyncs).To(Equal(uint64(n)))
+				Expect(st.FileSystemSyncs).To(BeZero())
+			} else {
+				Expect(st.FileSystemSyncs + st.FileSyncs).To(BeNumerically(">=", 1))
+				Expect(st.FileSystemSyncs + st.FileSyncs).To(BeNumerically("<=", n))
+			}
+		},
+		Entry("group sync (the default)", false),
+		Entry("an fdatasync per append (WithPerFileSync)", true),
+	)
+
+	It("does not count an append whose sync failed, nor a lazily written intent", func() {
+		fail := atomic.Bool{}
+		syncFn := func(f *os.File) error {
+			if fail.Load() {
+				return errors.New("writeback failed")
+			}
+			return unix.Fdatasync(int(f.Fd()))
+		}
+		fs, err := store.NewFileStore(GinkgoT().TempDir(), store.WithSyncFuncs(syncFn, syncFn))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(fs.Close)
+		ctx := context.Background()
+		Expect(fs.WriteIntent(ctx, "counted", "c1")).To(Succeed())
+		Expect(syncStats(fs).Appends).To(BeZero(), "an intent written ahead waits for no sync")
+		Expect(fs.Put(ctx, newEntry("counted", "c1"))).To(Succeed())
+		Expect(syncStats(fs).Appends).To(Equal(uint64(1)))
+		fail.Store(true)
+		Expect(fs.Put(ctx, newEntry("counted", "c2", 2))).NotTo(Succeed())
+		st := syncStats(fs)
+		Expect(st.Appends).To(Equal(uint64(1)))
+		Expect(st.FileSyncs).To(Equal(uint64(2)), "the failed sync still ran")
 	})
 })

@@ -46,7 +46,8 @@ func Rows() []Row {
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "4000x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
-				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency` +
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency;` +
+				` a sync covered {{.Med "ProxyFileStore/rollouts=64/calls=50" "appends/sync" | f 1}} calls and one was running {{mul 100 (.Med "ProxyFileStore/rollouts=64/calls=50" "sync-busy") | f 0}}% of the time` +
 				` (one rollout alone: {{.Med "ProxyFileStore/rollouts=1/calls=50" "calls/s" | k 2}} calls/s, {{.Med "ProxyFileStore/rollouts=1/calls=50" "x-fdatasync" | f 2}}× that peer);` +
 				` with twice the CPUs' scheduler threads, as ` + "`capbench proxy`" + ` runs group sync (` + "`ProxyFileStoreProcs`" + `, alternating rounds):` +
 				` {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@2xcpus" | k 1}} vs {{.Med "ProxyFileStoreProcs/rollouts=64" "calls/s@cpus" | k 1}} calls/s ({{.Med "ProxyFileStoreProcs/rollouts=64" "2xcpus/cpus" | f 2}}×;` +
@@ -54,9 +55,10 @@ func Rows() []Row {
 		},
 		{
 			Name: "proxy-overhead",
-			What: "capture proxy with the memory store, 16 concurrent small calls (chat, and Anthropic Messages), against direct to the fake and a bare standard-library reverse proxy in front of it, six alternating rounds",
+			What: "capture proxy with the memory store, 16 concurrent small calls (chat, and Anthropic Messages), against direct to the fake, a TCP relay that only frames messages and a bare standard-library reverse proxy in front of it, six alternating rounds",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyOverheadRounds", "-benchtime", "5000x"}}},
 			Figure: `{{.Med "ProxyOverheadRounds" "x-direct" | f 2}}× direct's throughput (rounds {{.Med "ProxyOverheadRounds" "x-direct-min" | f 2}}–{{.Med "ProxyOverheadRounds" "x-direct-max" | f 2}}), +{{.Med "ProxyOverheadRounds" "added-p50-µs" | f 0}} µs p50;` +
+				` the second hop alone, relayed with nothing parsed: {{.Med "ProxyOverheadRounds" "relay-x-direct" | f 2}}×;` +
 				` the bare reverse proxy alone: {{.Med "ProxyOverheadRounds" "bare-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "bare-added-p50-µs" | f 0}} µs` +
 				` (capture reaches {{.Med "ProxyOverheadRounds" "x-bare-proxy" | f 2}}× the bare proxy's throughput: every call gets a second HTTP server and client);` +
 				` the same call in the Anthropic Messages dialect Claude Code sends, translated to chat: {{.Med "ProxyOverheadRounds" "messages-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "messages-added-p50-µs" | f 0}} µs`,
