@@ -127,6 +127,21 @@ type Capture struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// CaptureSyncs is what the capture proxy's file store spent making calls
+// durable during the load: its sync counters, read from the proxy's
+// /metrics before and after (docs/store.md#group-commit). BusyShare near 1
+// says the disk's sync rate, not the CPU, bounded the captured calls a
+// second.
+type CaptureSyncs struct {
+	Appends         uint64  `json:"appends"`
+	FileSystemSyncs uint64  `json:"file_system_syncs"`
+	FileSyncs       uint64  `json:"file_syncs"`
+	AppendsPerSync  float64 `json:"appends_per_sync"`
+	BusyS           float64 `json:"busy_s"`
+	WindowS         float64 `json:"window_s"`
+	BusyShare       float64 `json:"busy_share"`
+}
+
 // SessionOutcome is one agent session, consumed at its end.
 type SessionOutcome struct {
 	RolloutID       string  `json:"rollout_id"`
@@ -161,9 +176,11 @@ type Result struct {
 	Knee        *Knee         `json:"knee,omitempty"`
 	Server      *ServerSeries `json:"server,omitempty"`
 	Capture     *Capture      `json:"capture,omitempty"`
-	Sessions    *Sessions     `json:"sessions,omitempty"`
-	SamplesFile string        `json:"samples_file"`
-	SampleCount int           `json:"sample_count"`
+	// CaptureSyncs is set when the capture proxy exports its store's syncs.
+	CaptureSyncs *CaptureSyncs `json:"capture_syncs,omitempty"`
+	Sessions     *Sessions     `json:"sessions,omitempty"`
+	SamplesFile  string        `json:"samples_file"`
+	SampleCount  int           `json:"sample_count"`
 	// Shard is set on the result of one shard of a sharded run (bench
 	// --shard); Merge on the result capbench merge made from all of them.
 	Shard *ShardInfo `json:"shard,omitempty"`

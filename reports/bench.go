@@ -115,6 +115,10 @@ func benchNotes(r *bench.Result) []string {
 			out = append(out, "  problem: "+oneLine(p))
 		}
 	}
+	if y := r.CaptureSyncs; y != nil {
+		out = append(out, fmt.Sprintf("capture syncs: %d appends made durable by %d syncs (%d of the file system, %d of one file), %.1f appends per sync; a sync was running %.0f%% of the load's %.1f s",
+			y.Appends, y.FileSystemSyncs+y.FileSyncs, y.FileSystemSyncs, y.FileSyncs, y.AppendsPerSync, 100*y.BusyShare, y.WindowS))
+	}
 	if k := r.Knee; k != nil {
 		line := fmt.Sprintf("saturation knee (%s path): %s %g reaches %.0f%% of the best output throughput (%.0f tok/s)",
 			k.Path, k.Axis, k.X, 100*k.Fraction, k.Max)

@@ -49,6 +49,7 @@ func syntheticResult(slow float64) *bench.Result {
 	}
 	r.Capture = &bench.Capture{Store: "file", Rollouts: 80, ProxiedOK: 80, CapturedAll: true, Records: 80, Bytes: 1 << 20,
 		RecordsPerS: 40, BytesPerS: 500000, FidelityCalls: 80, FidelityExact: 80, FidelityMethod: "ledger"}
+	r.CaptureSyncs = &bench.CaptureSyncs{Appends: 160, FileSystemSyncs: 30, FileSyncs: 10, AppendsPerSync: 4, BusyS: 1.5, WindowS: 2, BusyShare: 0.75}
 	r.Sessions = &bench.Sessions{Count: 2, Masked: 1, MaskReasons: map[string]int{`terminal chain "broken", roots=3`: 1}, Outcomes: []bench.SessionOutcome{
 		{RolloutID: "s-0", Calls: 19, MaxPromptTokens: 34000, FidelityCalls: 19, FidelityExact: 19, DurationS: 3},
 		{RolloutID: "s-1", Calls: 19, MaxPromptTokens: 34100, FidelityCalls: 19, FidelityExact: 19, Masked: true, MaskReason: `terminal chain "broken", roots=3`, DurationS: 3},

@@ -21,6 +21,7 @@ var _ = Describe("bench reports", func() {
 		Expect(strings.Count(out, "c=1  ")).To(BeNumerically(">=", 2))
 		Expect(out).To(ContainSubstring("capture overhead c=4: 39 pairs, E2EL proxy/direct 1.050"))
 		Expect(out).To(ContainSubstring("fidelity (ledger) 80/80 exact"))
+		Expect(out).To(ContainSubstring("capture syncs: 160 appends made durable by 40 syncs (30 of the file system, 10 of one file), 4.0 appends per sync; a sync was running 75% of the load's 2.0 s"))
 		Expect(out).To(ContainSubstring("saturation knee"))
 		Expect(out).To(ContainSubstring(`masked 1× terminal chain "broken", roots=3`))
 		Expect(out).NotTo(ContainSubstring("INTERRUPTED"))

@@ -121,6 +121,7 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 		}
 		scraper = bench.StartScraper(ctx, client, mu, iv, base)
 	}
+	syncsBefore, haveSyncs := readSyncs(ctx, client, st.proxy)
 	var outcome *bench.LoadOutcome
 	switch cfg.Workload {
 	case bench.WorkloadSessions:
@@ -135,6 +136,9 @@ func Run(ctx context.Context, o Options) (*bench.Result, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if haveSyncs {
+		res.CaptureSyncs = syncsOver(ctx, client, st.proxy, syncsBefore, o.Logger)
 	}
 	res.Samples, res.Stages, res.Interrupted = outcome.Samples, outcome.Stages, outcome.Interrupted
 	if o.Shard.Total > 0 {

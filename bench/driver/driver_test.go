@@ -56,6 +56,16 @@ var _ = Describe("the embedded default", func() {
 		Expect(res.Capture.PutLatency).NotTo(BeNil())
 		Expect(res.Capture.PutLatency.Count).To(Equal(40))
 		Expect(res.Capture.PutLatency.P50).To(BeNumerically(">", 0))
+		// Every record is synced, and each streamed call's intent with it
+		// beside the engine call (docs/store.md#intents-made-durable-once).
+		y := res.CaptureSyncs
+		Expect(y).NotTo(BeNil(), "the embedded proxy's file store exports its syncs")
+		Expect(y.Appends).To(BeNumerically(">=", 40))
+		Expect(y.Appends).To(BeNumerically("<=", 80))
+		Expect(y.FileSystemSyncs + y.FileSyncs).To(BeNumerically(">=", 1))
+		Expect(y.AppendsPerSync).To(BeNumerically("~", float64(y.Appends)/float64(y.FileSystemSyncs+y.FileSyncs), 1e-9))
+		Expect(y.BusyS).To(BeNumerically(">", 0))
+		Expect(y.BusyShare).To(BeNumerically("~", y.BusyS/y.WindowS, 1e-9))
 		Expect(res.Server).NotTo(BeNil())
 		Expect(res.Server.Points).NotTo(BeEmpty())
 		Expect(res.Server.Errors).To(BeZero(), res.Server.LastError)

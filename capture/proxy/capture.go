@@ -663,7 +663,11 @@ func (p *Proxy) commit(ctx context.Context, cc *callCtx, payload map[string]any,
 	}
 	start := time.Now()
 	canonical, err := p.put(context.WithoutCancel(ctx), e)
-	p.metrics.storeLatency.WithLabelValues("put").Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	p.metrics.storeLatency.WithLabelValues("put").Observe(took.Seconds())
+	if p.opts.OnPut != nil {
+		p.opts.OnPut(took, err)
+	}
 	p.forget(cc.rt.RolloutID, err)
 	if errors.Is(err, store.ErrFrozen) {
 		// The rollout was frozen meanwhile: the record is dropped without

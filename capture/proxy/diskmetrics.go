@@ -1,7 +1,14 @@
 package proxy
 
 import (
+	"fmt"
+	"io"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/capbench/capbench/capture/store"
 )
@@ -35,11 +42,11 @@ func registerDiskMetrics(reg *prometheus.Registry, st Store) error {
 			"Size of the file system holding the capture directory.", nil, nil),
 		failures: prometheus.NewDesc("capbench_proxy_capture_write_failures_total",
 			"Writes to the capture directory that failed, by cause (disk_full: no space or quota; other).", []string{"cause"}, nil),
-		appends: prometheus.NewDesc("capbench_proxy_capture_synced_appends_total",
+		appends: prometheus.NewDesc(MetricSyncedAppends,
 			"Appends to the capture directory (records, and intents synced for calls without one) made durable, each by one sync.", nil, nil),
-		syncs: prometheus.NewDesc("capbench_proxy_capture_syncs_total",
+		syncs: prometheus.NewDesc(MetricSyncs,
 			"Syncs that made those appends durable, by kind (file_system: a group's syncfs; file: one file's fdatasync).", []string{"kind"}, nil),
-		syncDuration: prometheus.NewDesc("capbench_proxy_capture_sync_seconds_total",
+		syncDuration: prometheus.NewDesc(MetricSyncSeconds,
 			"Wall time spent in those syncs, summed over syncs running at once.", nil, nil),
 	})
 }
@@ -66,4 +73,57 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(sy.FileSystemSyncs), "file_system")
 	ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(sy.FileSyncs), "file")
 	ch <- prometheus.MustNewConstMetric(c.syncDuration, prometheus.CounterValue, sy.Busy.Seconds())
+}
+
+// The names the capture store's sync counters are exported under.
+const (
+	MetricSyncedAppends = "capbench_proxy_capture_synced_appends_total"
+	MetricSyncs         = "capbench_proxy_capture_syncs_total"
+	MetricSyncSeconds   = "capbench_proxy_capture_sync_seconds_total"
+)
+
+// ParseSyncMetrics reads the capture store's sync counters from a proxy's
+// /metrics text. ok is false when the page has none: the proxy's store is
+// not a file store, or the page is not a capture proxy's.
+func ParseSyncMetrics(r io.Reader) (st store.SyncStats, ok bool, err error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return st, false, fmt.Errorf("proxy: parse /metrics: %w", err)
+	}
+	appends, ok := fams[MetricSyncedAppends]
+	if !ok {
+		return st, false, nil
+	}
+	st.Appends = uint64(counterSum(appends, ""))
+	if f := fams[MetricSyncs]; f != nil {
+		st.FileSystemSyncs = uint64(counterSum(f, "file_system"))
+		st.FileSyncs = uint64(counterSum(f, "file"))
+	}
+	if f := fams[MetricSyncSeconds]; f != nil {
+		st.Busy = time.Duration(counterSum(f, "") * float64(time.Second))
+	}
+	return st, true, nil
+}
+
+// counterSum sums f's counters, only those whose kind label is kind when
+// kind is set.
+func counterSum(f *dto.MetricFamily, kind string) float64 {
+	var v float64
+	for _, m := range f.GetMetric() {
+		if kind != "" && labelValue(m, "kind") != kind {
+			continue
+		}
+		v += m.GetCounter().GetValue()
+	}
+	return v
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

@@ -73,6 +73,13 @@ type Options struct {
 	// the complete reply. By default streams pass through as the engine
 	// generates them (docs/streaming.md).
 	BufferedStreams bool
+	// OnPut, when set, is told how long each record's put took (encoding
+	// its line, then the store's lock, append and sync) and its error. It is
+	// called from request goroutines. A benchmark times the store here
+	// rather than by wrapping it: a wrapper hides what the proxy looks for
+	// in its store (intents written ahead, incremental reads, canonical
+	// lines, disk figures) and measures a slower capture path than users run.
+	OnPut func(d time.Duration, err error)
 	// MaxTrackedRollouts bounds how many rollouts keep a lineage index in
 	// memory (default DefaultMaxTrackedRollouts). Past it the least recently
 	// used index is dropped; that rollout's next call rebuilds it from the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/record"
@@ -14,7 +13,9 @@ import (
 var ErrInjectedPutFailure = errors.New("injected capture write failure")
 
 // faultStore wraps the proxy's store and fails or drops the n-th Put of each
-// rollout.
+// rollout. The wrapper hides the file store's optional interfaces, so a
+// proxy over it takes its plain paths (BeginCall, whole-rollout reads):
+// fault specs check what a failure does, not what a call costs.
 type faultStore struct {
 	proxy.Store
 	faults StoreFaults
@@ -41,24 +42,4 @@ func (s *faultStore) Put(ctx context.Context, e *record.Entry) error {
 		return nil
 	}
 	return s.Store.Put(ctx, e)
-}
-
-// timedStore reports the duration of every Put (the bench's store latency).
-type timedStore struct {
-	proxy.Store
-	onPut func(time.Duration, error)
-}
-
-func withPutTiming(s proxy.Store, onPut func(time.Duration, error)) proxy.Store {
-	if onPut == nil {
-		return s
-	}
-	return &timedStore{Store: s, onPut: onPut}
-}
-
-func (s *timedStore) Put(ctx context.Context, e *record.Entry) error {
-	start := time.Now()
-	err := s.Store.Put(ctx, e)
-	s.onPut(time.Since(start), err)
-	return err
 }

@@ -123,11 +123,14 @@ func (l *local) startProxy(ctx context.Context, spec Spec, upstream string) erro
 	}
 	l.store = fs
 	l.closers = append(l.closers, fs.Close)
-	var st proxy.Store = withPutTiming(withFaults(fs, spec.Faults), spec.OnPut)
+	// Without faults the proxy gets the file store itself, as `capbench
+	// proxy` does; Put timing comes from the proxy (Options.OnPut).
+	var st proxy.Store = withFaults(fs, spec.Faults)
 	if spec.CaptureOff {
 		st = nil // capture disabled: plain forwarding
 	}
-	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger), BufferedStreams: spec.BufferedStreams})
+	px, err := proxy.New(proxy.Options{Upstream: upstream, Store: st, Logger: discardLogger(spec.Logger),
+		BufferedStreams: spec.BufferedStreams, OnPut: spec.OnPut})
 	if err != nil {
 		return fmt.Errorf("create proxy: %w", err)
 	}

@@ -205,7 +205,8 @@ func Rows() []Row {
 			What: "capture path's own cost: zero-latency fake, c=16, 3 rounds of 2000 pairs",
 			Runs: []Run{{Kind: CapbenchBench, Args: []string{"bench", "--concurrency", "16", "--requests", "2000", "--rounds", "3"}}},
 			Figure: `+{{.OverheadSpan "added_e2el_ms" 1}} ms p50 per call over the rounds ({{.OverheadSpan "e2el_ratio" 1}}× a microsecond fake): the file store making each call durable;` +
-				` {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact{{end}}`,
+				` {{with .Result.Capture}}{{.Records}}/{{.ProxiedOK}} captured, {{.FidelityExact}}/{{.FidelityCalls}} exact{{end}}` +
+				`{{with .Result.CaptureSyncs}}; {{.AppendsPerSync | f 1}} appends per sync (a streamed call syncs its intent and its record), a sync running {{mul .BusyShare 100 | f 0}}% of the load{{end}}`,
 		},
 		{
 			Name: "bench-kv-knee",
