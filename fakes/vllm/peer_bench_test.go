@@ -76,7 +76,7 @@ func (c *rawConn) do() error {
 	if !bytes.HasPrefix(status, []byte("HTTP/1.1 200")) {
 		return fmt.Errorf("status %q", strings.TrimSpace(string(status)))
 	}
-	length := -1
+	length, chunked := -1, false
 	for {
 		line, err := c.r.ReadSlice('\n')
 		if err != nil {
@@ -85,15 +85,51 @@ func (c *rawConn) do() error {
 		if len(line) <= 2 {
 			break
 		}
-		if k, v, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(k), "Content-Length") {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		switch {
+		case !ok:
+		case strings.EqualFold(string(k), "Content-Length"):
 			length, _ = strconv.Atoi(strings.TrimSpace(string(v)))
+		case strings.EqualFold(string(k), "Transfer-Encoding"):
+			chunked = strings.EqualFold(strings.TrimSpace(string(v)), "chunked")
 		}
 	}
 	if length < 0 {
-		return fmt.Errorf("reply without Content-Length")
+		if chunked {
+			return c.discardChunks()
+		}
+		return fmt.Errorf("reply without Content-Length or chunked encoding")
 	}
 	_, err = c.r.Discard(length)
 	return err
+}
+
+// discardChunks reads a chunked body (a streamed reply) to its end.
+func (c *rawConn) discardChunks() error {
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		size, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(string(line), ";", 2)[0]), 16, 64)
+		if err != nil {
+			return fmt.Errorf("chunk size %q: %w", strings.TrimSpace(string(line)), err)
+		}
+		if size == 0 {
+			for { // trailers, then the blank line
+				line, err := c.r.ReadSlice('\n')
+				if err != nil {
+					return err
+				}
+				if len(line) <= 2 {
+					return nil
+				}
+			}
+		}
+		if _, err := c.r.Discard(int(size) + 2); err != nil {
+			return err
+		}
+	}
 }
 
 // burst runs perConn requests on every connection at once and returns the

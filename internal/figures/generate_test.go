@@ -89,7 +89,7 @@ var _ = Describe("Generate", func() {
 		Expect(got).To(ContainSubstring(out.String()))
 
 		By("the three chaos rows share one run")
-		Expect(fr.calls).To(HaveLen(25))
+		Expect(fr.calls).To(HaveLen(26))
 		Expect(fr.calls).To(ContainElement("chaos"))
 
 		By("a second run over the same outputs gives the same bytes")
@@ -98,7 +98,7 @@ var _ = Describe("Generate", func() {
 		Expect(read(cfg.README)).To(Equal(first))
 	})
 
-	DescribeTable("rows whose NeMo Gym peer runs only with CAPBENCH_GYM_DIR say which way they ran",
+	DescribeTable("rows whose peer runs only when given (NeMo Gym: CAPBENCH_GYM_DIR; llm-d-inference-sim: CAPBENCH_SIM_BIN) say which way they ran",
 		func(src, row, want string) {
 			cfg, out, _ := setup(readmeText, &fakeRunner{src: src})
 			cfg.Rows = regexp.MustCompile("^" + row + "$")
@@ -111,6 +111,8 @@ var _ = Describe("Generate", func() {
 		Entry("verdict process, no Gym", saved, "verdict-process", "30 ms wall per process (23 ms CPU in-process); Gym peer not rerun here (`CAPBENCH_GYM_DIR` not set); peak RSS 26.5 MiB (1.35× the file)"),
 		Entry("store, Gym run", "testdata/saved-gym", "store-put", "NeMo Gym's `TokenCaptureStore` on the same records, alternating rounds: 1.3k puts/s vs our 11.8k (Gym's time 11.2× ours; with `begin_call` before each put 10.6×) |"),
 		Entry("store, no Gym", saved, "store-put", "NeMo Gym's store not rerun here (`CAPBENCH_GYM_DIR` not set"),
+		Entry("fake vs llm-d-inference-sim, sim run", saved, "llm-d-sim", "| non-streaming 47.4k vs 24.3k req/s (2.0×); streaming 461k vs 98k tok/s (4.7×) |"),
+		Entry("fake vs llm-d-inference-sim, no sim", "testdata/saved-nosim", "llm-d-sim", "| the fake alone: 41.3k req/s non-streaming, 425k tok/s streaming; the peer not rerun here (`CAPBENCH_SIM_BIN` not set, docs/inference-sim-peer.md; an earlier run: 1.8× and 2.6×) |"),
 	)
 
 	It("--from: renders from the outputs a run left, running nothing", func() {

@@ -145,10 +145,13 @@ func Rows() []Row {
 				` without the bound: {{div (.Med "LedgerUptime" "unbounded-heap-B/call") 1e3 | f 1}} KB more per call ({{.Med "LedgerUptime" "unbounded-heap-MiB@half" | f 0}} → {{.Med "LedgerUptime" "unbounded-heap-MiB@end" | f 0}} MiB)`,
 		},
 		{
-			Name:    "llm-d-sim",
-			What:    "fake vLLM vs llm-d-inference-sim (built from its public source, `--force-dummy-tokenizer`), each its own process, `capbench bench --concurrency 64`",
-			Command: "not rerun in this release (the peer is built from a fetched source tree the repository does not hold)",
-			Static:  "earlier release: non-streaming 17.6k vs 9.7k req/s (1.8×); streaming 323k vs 124k tok/s (2.6×)",
+			Name: "llm-d-sim",
+			What: "fake vLLM vs llm-d-inference-sim (built from its public source, `--force-dummy-tokenizer`), each its own process, concurrency 64, 16 tokens a call, alternating bursts from one raw keep-alive client",
+			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./fakes/vllm", "-run", "^$", "-bench", "FakeVsInferenceSim", "-benchtime", "20x"}}},
+			Figure: `{{if .Has "FakeVsInferenceSim/stream=false" "fake/sim"}}non-streaming {{.Med "FakeVsInferenceSim/stream=false" "fake-req/s" | k 1}} vs {{.Med "FakeVsInferenceSim/stream=false" "sim-req/s" | k 1}} req/s ({{.Med "FakeVsInferenceSim/stream=false" "fake/sim" | f 1}}×);` +
+				` streaming {{.Med "FakeVsInferenceSim/stream=true" "fake-tok/s" | k 0}} vs {{.Med "FakeVsInferenceSim/stream=true" "sim-tok/s" | k 0}} tok/s ({{.Med "FakeVsInferenceSim/stream=true" "fake/sim" | f 1}}×)` +
+				`{{else}}the fake alone: {{.Med "FakeVsInferenceSim/stream=false" "fake-req/s" | k 1}} req/s non-streaming, {{.Med "FakeVsInferenceSim/stream=true" "fake-tok/s" | k 0}} tok/s streaming;` +
+				" the peer not rerun here (`CAPBENCH_SIM_BIN` not set, docs/inference-sim-peer.md; an earlier run: 1.8× and 2.6×){{end}}",
 		},
 		{
 			Name:    "shards",
