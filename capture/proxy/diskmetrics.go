@@ -43,7 +43,7 @@ func registerDiskMetrics(reg *prometheus.Registry, st Store) error {
 		failures: prometheus.NewDesc("capbench_proxy_capture_write_failures_total",
 			"Writes to the capture directory that failed, by cause (disk_full: no space or quota; other).", []string{"cause"}, nil),
 		appends: prometheus.NewDesc(MetricSyncedAppends,
-			"Appends to the capture directory (records, and intents synced for calls without one) made durable, each by one sync.", nil, nil),
+			"Appends to the capture directory made durable, each by one sync: records, and intents synced on their own (a streamed call's, or one whose call has no record).", nil, nil),
 		syncs: prometheus.NewDesc(MetricSyncs,
 			"Syncs that made those appends durable, by kind (file_system: a group's syncfs; file: one file's fdatasync).", []string{"kind"}, nil),
 		syncDuration: prometheus.NewDesc(MetricSyncSeconds,
