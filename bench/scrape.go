@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -86,27 +87,38 @@ func (sc *Scraper) once(ctx context.Context, client *http.Client, url string, ba
 }
 
 func scrape(ctx context.Context, client *http.Client, url string) (ServerPoint, error) {
+	var p ServerPoint
+	err := ReadMetrics(ctx, client, url, func(r io.Reader) (err error) {
+		p, err = ParseServerMetrics(r)
+		return err
+	})
+	return p, err
+}
+
+// ReadMetrics GETs a /metrics page within two seconds and hands its body
+// to read.
+func ReadMetrics(ctx context.Context, client *http.Client, url string, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return ServerPoint{}, err
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return ServerPoint{}, err
+		return err
 	}
 	defer closeBody(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return ServerPoint{}, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
 	}
-	return ParseServerMetrics(resp.Body)
+	return read(resp.Body)
 }
 
 // ParseServerMetrics reads the gauges a load report plots from vLLM's text
 // exposition (sums over engines; both vllm:gpu_cache_usage_perc and the
 // newer vllm:kv_cache_usage_perc are accepted).
-func ParseServerMetrics(r interface{ Read([]byte) (int, error) }) (ServerPoint, error) {
+func ParseServerMetrics(r io.Reader) (ServerPoint, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(r)
 	if err != nil {

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -25,21 +26,12 @@ func readSyncs(ctx context.Context, client *http.Client, root string) (syncReadi
 	if root == "" {
 		return syncReading{}, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, bench.NormalizeBase(root)+"/metrics", nil)
-	if err != nil {
-		return syncReading{}, false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return syncReading{}, false
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return syncReading{}, false
-	}
-	st, ok, err := proxy.ParseSyncMetrics(resp.Body)
+	var st store.SyncStats
+	var ok bool
+	err := bench.ReadMetrics(ctx, client, bench.NormalizeBase(root)+"/metrics", func(r io.Reader) (err error) {
+		st, ok, err = proxy.ParseSyncMetrics(r)
+		return err
+	})
 	return syncReading{st: st, at: time.Now()}, ok && err == nil
 }
 
@@ -49,15 +41,10 @@ func captureSyncs(before, after syncReading) (*bench.CaptureSyncs, error) {
 	if a.Appends < b.Appends || a.FileSystemSyncs < b.FileSystemSyncs || a.FileSyncs < b.FileSyncs {
 		return nil, fmt.Errorf("the capture proxy's sync counters went back (restarted during the run?)")
 	}
+	d := a.Since(b)
 	c := &bench.CaptureSyncs{
-		Appends:         a.Appends - b.Appends,
-		FileSystemSyncs: a.FileSystemSyncs - b.FileSystemSyncs,
-		FileSyncs:       a.FileSyncs - b.FileSyncs,
-		BusyS:           (a.Busy - b.Busy).Seconds(),
-		WindowS:         after.at.Sub(before.at).Seconds(),
-	}
-	if syncs := c.FileSystemSyncs + c.FileSyncs; syncs > 0 {
-		c.AppendsPerSync = float64(c.Appends) / float64(syncs)
+		Appends: d.Appends, FileSystemSyncs: d.FileSystemSyncs, FileSyncs: d.FileSyncs,
+		AppendsPerSync: d.AppendsPerSync(), BusyS: d.Busy.Seconds(), WindowS: after.at.Sub(before.at).Seconds(),
 	}
 	if c.WindowS > 0 {
 		c.BusyShare = c.BusyS / c.WindowS

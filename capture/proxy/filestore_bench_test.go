@@ -160,9 +160,9 @@ func syncStats(b *testing.B, fs *store.FileStore) store.SyncStats {
 // after: appends each sync covered, and the share of the time a sync was
 // running (near 1, the disk's sync rate bounds the calls a second).
 func reportSyncs(b *testing.B, after, before store.SyncStats, wall time.Duration) {
-	syncs := after.FileSystemSyncs + after.FileSyncs - before.FileSystemSyncs - before.FileSyncs
-	b.ReportMetric(float64(after.Appends-before.Appends)/float64(max(syncs, 1)), "appends/sync")
-	b.ReportMetric((after.Busy-before.Busy).Seconds()/wall.Seconds(), "sync-busy")
+	d := after.Since(before)
+	b.ReportMetric(d.AppendsPerSync(), "appends/sync")
+	b.ReportMetric(d.Busy.Seconds()/wall.Seconds(), "sync-busy")
 }
 
 // BenchmarkProxyFileStoreProcs is BenchmarkProxyFileStore's 50 calls per

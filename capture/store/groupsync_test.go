@@ -214,3 +214,16 @@ var _ = Describe("a file store's sync counters", func() {
 		Expect(st.FileSyncs).To(Equal(uint64(2)), "the failed sync still ran")
 	})
 })
+
+var _ = DescribeTable("sync figures between two readings",
+	func(before, after store.SyncStats, want store.SyncStats, perSync float64) {
+		d := after.Since(before)
+		Expect(d).To(Equal(want))
+		Expect(d.AppendsPerSync()).To(BeNumerically("~", perSync, 1e-12))
+	},
+	Entry("appends over syncs of both kinds",
+		store.SyncStats{Appends: 10, FileSystemSyncs: 2, FileSyncs: 1, Busy: time.Second},
+		store.SyncStats{Appends: 40, FileSystemSyncs: 7, FileSyncs: 6, Busy: 3 * time.Second},
+		store.SyncStats{Appends: 30, FileSystemSyncs: 5, FileSyncs: 5, Busy: 2 * time.Second}, 3.0),
+	Entry("no sync in between", store.SyncStats{Appends: 4}, store.SyncStats{Appends: 4}, store.SyncStats{}, 0.0),
+)

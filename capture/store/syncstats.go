@@ -24,6 +24,25 @@ type SyncStats struct {
 	Busy time.Duration
 }
 
+// Since is what the counters did from before to s.
+func (s SyncStats) Since(before SyncStats) SyncStats {
+	return SyncStats{
+		Appends:         s.Appends - before.Appends,
+		FileSystemSyncs: s.FileSystemSyncs - before.FileSystemSyncs,
+		FileSyncs:       s.FileSyncs - before.FileSyncs,
+		Busy:            s.Busy - before.Busy,
+	}
+}
+
+// AppendsPerSync is how many appends a sync covered; 0 without syncs.
+func (s SyncStats) AppendsPerSync() float64 {
+	syncs := s.FileSystemSyncs + s.FileSyncs
+	if syncs == 0 {
+		return 0
+	}
+	return float64(s.Appends) / float64(syncs)
+}
+
 // syncCounters accrue a store's SyncStats; a nil one counts nothing.
 type syncCounters struct {
 	appends, fileSystem, file, busyNanos atomic.Uint64

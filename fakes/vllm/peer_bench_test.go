@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/h1"
 )
 
 // trivialServer answers every request with one canned body: the peer the
@@ -106,30 +108,10 @@ func (c *rawConn) do() error {
 
 // discardChunks reads a chunked body (a streamed reply) to its end.
 func (c *rawConn) discardChunks() error {
-	for {
-		line, err := c.r.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		size, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(string(line), ";", 2)[0]), 16, 64)
-		if err != nil {
-			return fmt.Errorf("chunk size %q: %w", strings.TrimSpace(string(line)), err)
-		}
-		if size == 0 {
-			for { // trailers, then the blank line
-				line, err := c.r.ReadSlice('\n')
-				if err != nil {
-					return err
-				}
-				if len(line) <= 2 {
-					return nil
-				}
-			}
-		}
-		if _, err := c.r.Discard(int(size) + 2); err != nil {
-			return err
-		}
+	if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(c.r)); err != nil {
+		return err
 	}
+	return h1.SkipTrailer(c.r)
 }
 
 // burst runs perConn requests on every connection at once and returns the
