@@ -21,6 +21,7 @@ import (
 	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
+	"github.com/capbench/capbench/internal/procstat"
 	"github.com/capbench/capbench/internal/stats"
 )
 
@@ -326,16 +327,24 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 	}
 	n := max(b.N, c)
 	var relayX, bareX, proxyX, proxyXBare, messagesX, bareAdded, proxyAdded, messagesAdded []float64
+	var directCPU, relayAddedCPU, bareAddedCPU, proxyAddedCPU []float64
 	b.ResetTimer()
 	for r := range rounds {
 		rate := map[string]float64{}
 		p50 := map[string]float64{}
+		cpu := map[string]float64{}
 		for k := range legs {
 			leg := legs[(k+r)%len(legs)]
 			// The small chat body is a valid Messages request as it stands.
+			cpu0 := procstat.CPU()
 			rt, med := closedLoopLatency(b, client, func(w, _ int) string { return leg.url(r, w) }, smallChatBody, c, n)
+			cpu[leg.name] = float64((procstat.CPU() - cpu0).Microseconds()) / float64(n)
 			rate[leg.name], p50[leg.name] = rt, float64(med.Microseconds())
 		}
+		directCPU = append(directCPU, cpu["direct"])
+		relayAddedCPU = append(relayAddedCPU, cpu["relay"]-cpu["direct"])
+		bareAddedCPU = append(bareAddedCPU, cpu["bare"]-cpu["direct"])
+		proxyAddedCPU = append(proxyAddedCPU, cpu["proxy"]-cpu["direct"])
 		relayX = append(relayX, rate["relay"]/rate["direct"])
 		bareX = append(bareX, rate["bare"]/rate["direct"])
 		proxyX = append(proxyX, rate["proxy"]/rate["direct"])
@@ -354,6 +363,13 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 	b.ReportMetric(stats.Median(proxyAdded), "added-p50-µs")
 	b.ReportMetric(stats.Median(bareAdded), "bare-added-p50-µs")
 	b.ReportMetric(stats.Median(messagesAdded), "messages-added-p50-µs")
+	// CPU per call (client, fake, proxy and kernel, all in this process):
+	// with the CPUs busy, throughput is about their inverse, so 0.5x direct
+	// needs the proxy's added CPU at or under direct's own.
+	b.ReportMetric(stats.Median(directCPU), "direct-cpu-µs/call")
+	b.ReportMetric(stats.Median(relayAddedCPU), "relay-added-cpu-µs/call")
+	b.ReportMetric(stats.Median(bareAddedCPU), "bare-added-cpu-µs/call")
+	b.ReportMetric(stats.Median(proxyAddedCPU), "added-cpu-µs/call")
 	b.ReportMetric(slices.Min(proxyX), "x-direct-min")
 	b.ReportMetric(slices.Max(proxyX), "x-direct-max")
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbench/capbench/capture/proxy"
 	"github.com/capbench/capbench/capture/store"
 	"github.com/capbench/capbench/fakes/vllm"
 	"github.com/capbench/capbench/internal/procstat"
@@ -87,11 +88,14 @@ func benchFileStore(b *testing.B, dir string) *store.FileStore {
 // 16 and 64 concurrent rollouts and 1 or 50 small non-streaming calls per
 // rollout, against the same fake vLLM called directly in the same run. One op
 // is one call; each sub-benchmark reports the proxy's calls/s, the direct
-// calls/s measured just before with as many calls, and their ratio, and the
-// calls/s the disk allows for two appends per call each made durable with
-// its own fdatasync, as Gym's store does, at the same concurrency
-// (x-fdatasync: the proxy's calls/s over that; above 1 only because the
-// store's group sync shares one sync among the calls waiting).
+// calls/s measured just before with as many calls, and their ratio; the
+// calls/s of the same calls through a proxy over the memory store, measured
+// between the two (x-memory: the file store's share of that ceiling, which
+// no durable store can pass on the same CPUs); and the calls/s the disk
+// allows for two appends per call each made durable with its own fdatasync,
+// as Gym's store does, at the same concurrency (x-fdatasync: the proxy's
+// calls/s over that; above 1 only because the store's group sync shares one
+// sync among the calls waiting).
 func BenchmarkProxyFileStore(b *testing.B) {
 	fake := benchFake(b, vllm.Options{Lengths: vllm.Lengths{Mean: 4, StdDev: 0.01}})
 	body := smallChatBody
@@ -115,6 +119,7 @@ func BenchmarkProxyFileStore(b *testing.B) {
 			b.Run(fmt.Sprintf("rollouts=%d/calls=%d", c, perRollout), func(b *testing.B) {
 				fs := benchFileStore(b, dirFor(b))
 				p := benchProxy(b, fake.URL(), fs)
+				memProxy := benchProxy(b, fake.URL(), store.NewMemoryStore())
 				n := max(b.N, c)
 				// Two appends per call (intent, then record), each with its
 				// own fdatasync: same writers, same calls.
@@ -122,26 +127,37 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				rolloutCalls := func(p *proxy.Proxy, leg string) func(w, j int) string {
+					return func(w, j int) string {
+						return fmt.Sprintf("%s/ng-rollout/%s-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), leg, perRollout, w, j/perRollout)
+					}
+				}
 				cpu0 := procstat.CPU()
 				direct := closedLoop(b, client, func(int, int) string { return fake.URL() + "/v1/chat/completions" }, body, c, n)
 				cpu1 := procstat.CPU()
+				// The same proxy over the memory store: what the calls a
+				// second would be if the durable appends cost nothing.
+				memory := closedLoop(b, client, rolloutCalls(memProxy, "mem"), body, c, n)
+				cpu2 := procstat.CPU()
 				b.ResetTimer()
 				sync0, start := syncStats(b, fs), time.Now()
-				captured := closedLoop(b, client, func(w, j int) string {
-					return fmt.Sprintf("%s/ng-rollout/fs-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), perRollout, w, j/perRollout)
-				}, body, c, n)
+				captured := closedLoop(b, client, rolloutCalls(p, "fs"), body, c, n)
 				b.StopTimer()
 				reportSyncs(b, syncStats(b, fs), sync0, time.Since(start))
-				cpu2 := procstat.CPU()
+				cpu3 := procstat.CPU()
 				b.ReportMetric(captured, "calls/s")
 				b.ReportMetric(direct, "direct-calls/s")
 				b.ReportMetric(captured/direct, "ratio")
+				b.ReportMetric(memory, "memory-calls/s")
+				b.ReportMetric(captured/memory, "x-memory")
 				b.ReportMetric(perFile, "fdatasync-calls/s")
 				b.ReportMetric(captured/perFile, "x-fdatasync")
 				// CPU (client, proxy, fake and kernel, all in this process)
 				// moves far less with the machine's load than throughput.
-				b.ReportMetric(float64((cpu2-cpu1).Microseconds())/float64(n), "cpu-µs/call")
-				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(n), "direct-cpu-µs/call")
+				perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+				b.ReportMetric(perCall(cpu3-cpu2), "cpu-µs/call")
+				b.ReportMetric(perCall(cpu1-cpu0), "direct-cpu-µs/call")
+				b.ReportMetric(perCall(cpu2-cpu1), "memory-cpu-µs/call")
 			})
 		}
 	}

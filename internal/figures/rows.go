@@ -45,7 +45,9 @@ func Rows() []Row {
 			What: "capture proxy + file store, 64 rollouts × 50 small calls, against direct to the fake in the same run",
 			Runs: []Run{{Kind: GoTest, Args: []string{"test", "./capture/proxy", "-run", "^$", "-bench", "ProxyFileStore", "-benchtime", "4000x"}}},
 			Figure: `{{.Med "ProxyFileStore/rollouts=64/calls=50" "cpu-µs/call" | f 0}} µs CPU per captured call (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-cpu-µs/call" | f 0}} µs);` +
-				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}}),` +
+				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "calls/s" | k 1}} captured calls/s (direct {{.Med "ProxyFileStore/rollouts=64/calls=50" "direct-calls/s" | k 1}});` +
+				` the same proxy over the memory store, same run: {{.Med "ProxyFileStore/rollouts=64/calls=50" "memory-calls/s" | k 1}} calls/s at {{.Med "ProxyFileStore/rollouts=64/calls=50" "memory-cpu-µs/call" | f 0}} µs CPU each,` +
+				` the ceiling of any durable store on these CPUs, of which the file store makes {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-memory" | f 2}}×;` +
 				` {{.Med "ProxyFileStore/rollouts=64/calls=50" "x-fdatasync" | f 2}}× what two appends per call with an ` + "`fdatasync`" + ` each allow on this disk at the same concurrency;` +
 				` a sync covered {{.Med "ProxyFileStore/rollouts=64/calls=50" "appends/sync" | f 1}} calls and one was running {{mul 100 (.Med "ProxyFileStore/rollouts=64/calls=50" "sync-busy") | f 0}}% of the time` +
 				` (one rollout alone: {{.Med "ProxyFileStore/rollouts=1/calls=50" "calls/s" | k 2}} calls/s, {{.Med "ProxyFileStore/rollouts=1/calls=50" "x-fdatasync" | f 2}}× that peer);` +
@@ -61,7 +63,9 @@ func Rows() []Row {
 				` the second hop alone, relayed with nothing parsed: {{.Med "ProxyOverheadRounds" "relay-x-direct" | f 2}}×;` +
 				` the bare reverse proxy alone: {{.Med "ProxyOverheadRounds" "bare-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "bare-added-p50-µs" | f 0}} µs` +
 				` (capture reaches {{.Med "ProxyOverheadRounds" "x-bare-proxy" | f 2}}× the bare proxy's throughput: every call gets a second HTTP server and client);` +
-				` the same call in the Anthropic Messages dialect Claude Code sends, translated to chat: {{.Med "ProxyOverheadRounds" "messages-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "messages-added-p50-µs" | f 0}} µs`,
+				` the same call in the Anthropic Messages dialect Claude Code sends, translated to chat: {{.Med "ProxyOverheadRounds" "messages-x-direct" | f 2}}×, +{{.Med "ProxyOverheadRounds" "messages-added-p50-µs" | f 0}} µs;` +
+				` CPU per call, client, fake and proxy together: direct {{.Med "ProxyOverheadRounds" "direct-cpu-µs/call" | f 0}} µs, added by the relay {{.Med "ProxyOverheadRounds" "relay-added-cpu-µs/call" | f 0}} µs,` +
+				` by the bare reverse proxy {{.Med "ProxyOverheadRounds" "bare-added-cpu-µs/call" | f 0}} µs, by capture {{.Med "ProxyOverheadRounds" "added-cpu-µs/call" | f 0}} µs (0.5× direct needs at most direct's own)`,
 		},
 		{
 			Name: "long-rollout",
