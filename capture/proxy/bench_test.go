@@ -33,6 +33,12 @@ func benchClient() *http.Client {
 	return &http.Client{Transport: t}
 }
 
+// microsPerCall is d, a span of process CPU spent on n calls, in
+// microseconds per call.
+func microsPerCall(d time.Duration, n int) float64 {
+	return float64(d.Microseconds()) / float64(n)
+}
+
 // smallChatBody is the small non-streaming chat call the throughput
 // benchmarks send.
 var smallChatBody = []byte(`{"model":"policy","max_tokens":4,"messages":[{"role":"user","content":"say hi"}]}`)
@@ -338,7 +344,7 @@ func BenchmarkProxyOverheadRounds(b *testing.B) {
 			// The small chat body is a valid Messages request as it stands.
 			cpu0 := procstat.CPU()
 			rt, med := closedLoopLatency(b, client, func(w, _ int) string { return leg.url(r, w) }, smallChatBody, c, n)
-			cpu[leg.name] = float64((procstat.CPU() - cpu0).Microseconds()) / float64(n)
+			cpu[leg.name] = microsPerCall(procstat.CPU()-cpu0, n)
 			rate[leg.name], p50[leg.name] = rt, float64(med.Microseconds())
 		}
 		directCPU = append(directCPU, cpu["direct"])

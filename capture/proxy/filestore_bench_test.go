@@ -154,10 +154,9 @@ func BenchmarkProxyFileStore(b *testing.B) {
 				b.ReportMetric(captured/perFile, "x-fdatasync")
 				// CPU (client, proxy, fake and kernel, all in this process)
 				// moves far less with the machine's load than throughput.
-				perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
-				b.ReportMetric(perCall(cpu3-cpu2), "cpu-µs/call")
-				b.ReportMetric(perCall(cpu1-cpu0), "direct-cpu-µs/call")
-				b.ReportMetric(perCall(cpu2-cpu1), "memory-cpu-µs/call")
+				b.ReportMetric(microsPerCall(cpu3-cpu2, n), "cpu-µs/call")
+				b.ReportMetric(microsPerCall(cpu1-cpu0, n), "direct-cpu-µs/call")
+				b.ReportMetric(microsPerCall(cpu2-cpu1, n), "memory-cpu-µs/call")
 			})
 		}
 	}
@@ -214,7 +213,7 @@ func benchProcs(b *testing.B, fake *vllm.Server, client *http.Client, c int) {
 			rate[procs] = append(rate[procs], closedLoop(b, client, func(w, j int) string {
 				return fmt.Sprintf("%s/ng-rollout/procs-%d-%d-%d-%d/training-token-capture/v1/chat/completions", p.URL(), r, procs, w, j/perRollout)
 			}, smallChatBody, c, n))
-			cpu[procs] = append(cpu[procs], float64((procstat.CPU()-cpu0).Microseconds())/float64(n))
+			cpu[procs] = append(cpu[procs], microsPerCall(procstat.CPU()-cpu0, n))
 		}
 	}
 	b.StopTimer()
